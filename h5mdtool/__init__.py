@@ -1,0 +1,13 @@
+"""h5mdtool: MPI-parallel conversion, splitting, validation and benchmarking of MD trajectories.
+
+The command line (``h5mdtool --help``) is a thin layer over this API; every function takes
+``comm=None`` and runs serially without MPI or under ``mpirun``/``srun`` unchanged.
+Heavy dependencies (MDAnalysis, h5py, mpi4py) are imported only when a function needs them.
+"""
+
+__version__ = "0.1.0"
+
+from .errors import H5mdToolError  # noqa: E402
+from .convert import convert  # noqa: E402
+
+__all__ = ["__version__", "H5mdToolError", "convert"]

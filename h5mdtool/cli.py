@@ -1,0 +1,84 @@
+"""The ``h5mdtool`` command line: a click group over the library API.
+
+Each command lives in :mod:`h5mdtool.scripts` and only parses options, calls the library and
+prints. Errors derived from :class:`~h5mdtool.errors.H5mdToolError` become one
+``error: ...`` line on standard error and the error's exit code (1, or 2 for usage errors);
+``--debug`` shows the traceback instead.
+"""
+
+import os
+import sys
+
+import click
+
+from . import __version__
+from .errors import H5mdToolError
+
+
+def _rank():
+    from .mpi import resolve
+
+    return resolve().rank
+
+
+class ErrorHandlingGroup(click.Group):
+    """Turns h5mdtool's errors into one line and an exit code, printed by rank 0 only."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except H5mdToolError as error:
+            if _debug():
+                raise
+            if not error.collective or _rank() == 0:
+                click.echo(f"error: {error}", err=True)
+            sys.exit(error.exit_code)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            click.echo("error: interrupted", err=True)
+            sys.exit(130)
+        except Exception as error:  # noqa: BLE001 - last resort: no traceback for users
+            if _debug():
+                raise
+            click.echo(
+                f"error: {type(error).__name__}: {error} (run with --debug for the traceback)",
+                err=True,
+            )
+            sys.exit(1)
+
+
+def _debug():
+    return os.environ.get("H5MDTOOL_DEBUG", "") not in ("", "0")
+
+
+@click.group(cls=ErrorHandlingGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="h5mdtool")
+@click.option(
+    "--debug",
+    is_flag=True,
+    help="Show full tracebacks instead of one-line errors (also H5MDTOOL_DEBUG=1).",
+)
+def cli(debug):
+    """Make and check H5MD layouts for parallel analysis of MD trajectories.
+
+    Every command runs serially or unchanged under mpirun/srun; with several ranks the work
+    is divided among them and only rank 0 prints.
+    """
+    if debug:
+        os.environ["H5MDTOOL_DEBUG"] = "1"
+
+
+def _register():
+    from .scripts import convert
+
+    for module in (convert,):
+        cli.add_command(module.command)
+
+
+_register()
+
+
+def main(argv=None):
+    """Console-script entry point."""
+    cli.main(args=argv, prog_name="h5mdtool")

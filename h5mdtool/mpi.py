@@ -1,0 +1,374 @@
+"""MPI plumbing: communicators, frame partitions, collective error handling, HDF5 files.
+
+Every public entry point of h5mdtool takes ``comm=None`` and passes it through
+:func:`resolve`. mpi4py is imported only when the process was started by an MPI launcher
+with more than one rank (or when a communicator is passed in), so the tool runs serially
+where MPI is not installed.
+
+Errors follow one protocol. Checks that rank 0 makes on shared metadata go through
+:func:`root_call`, which broadcasts either the result or the error, so every rank raises the
+same error and the job ends cleanly. Failures inside the parallel phase are exchanged at
+agreement points (:func:`agree`). Anything else that escapes an entry point on one rank of
+a parallel job ends the whole job through :func:`abort`, after cleaning up, so no rank
+is left waiting in a collective call.
+"""
+
+import contextlib
+import functools
+import os
+import sys
+import traceback
+
+import numpy as np
+
+from .errors import H5mdToolError, RemoteRankError, StackError, mark_collective
+
+#: Environment variables set by MPI launchers (Open MPI, MPICH/Hydra, Intel MPI, PMIx, Slurm).
+LAUNCHER_VARIABLES = (
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_SIZE",
+    "PMIX_RANK",
+    "MPI_LOCALNRANKS",
+    "SLURM_STEP_NUM_TASKS",
+)
+
+
+class SerialComm:
+    """Stand-in for an MPI communicator with one rank, used when MPI is not in play.
+
+    It implements the subset of the mpi4py ``Comm`` interface that h5mdtool uses, with the
+    same names, so code never branches on whether MPI is present.
+    """
+
+    rank = 0
+    size = 1
+
+    def Get_rank(self):
+        return 0
+
+    def Get_size(self):
+        return 1
+
+    def bcast(self, obj, root=0):
+        return obj
+
+    def gather(self, obj, root=0):
+        return [obj]
+
+    def allgather(self, obj):
+        return [obj]
+
+    def allreduce(self, obj, op=None):
+        return obj
+
+    def Barrier(self):
+        pass
+
+    barrier = Barrier
+
+    def Abort(self, errorcode=1):
+        raise SystemExit(errorcode)
+
+    def __repr__(self):
+        return "SerialComm()"
+
+
+def launched_by_mpi():
+    """Return True when an MPI launcher started this process.
+
+    ``H5MDTOOL_MPI=0`` or ``1`` overrides the detection.
+    """
+    forced = os.environ.get("H5MDTOOL_MPI")
+    if forced is not None:
+        return forced not in ("", "0", "no", "false")
+    return any(name in os.environ for name in LAUNCHER_VARIABLES)
+
+
+def resolve(comm=None):
+    """Return the communicator to use.
+
+    Parameters
+    ----------
+    comm : mpi4py communicator or SerialComm, optional
+        Used as given when not None. Otherwise ``MPI.COMM_WORLD`` when the process was started
+        by an MPI launcher with more than one rank, else a :class:`SerialComm`.
+
+    Returns
+    -------
+    communicator
+        An object with ``rank``, ``size`` and the collective methods h5mdtool uses.
+    """
+    if comm is not None:
+        return comm
+    if not launched_by_mpi():
+        return SerialComm()
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        return SerialComm()
+    world = MPI.COMM_WORLD
+    return world if world.size > 1 else SerialComm()
+
+
+def is_parallel(comm):
+    """True when *comm* has more than one rank."""
+    return comm.size > 1
+
+
+def balanced_slices(n_items, n_parts):
+    """Split ``range(n_items)`` into *n_parts* contiguous ``(start, stop)`` blocks.
+
+    Block sizes differ by at most one; the first ``n_items % n_parts`` blocks are the larger
+    ones. Blocks may be empty when there are more parts than items.
+    """
+    if n_parts < 1:
+        raise ValueError(f"n_parts must be at least 1, got {n_parts}")
+    base, extra = divmod(int(n_items), int(n_parts))
+    sizes = np.full(n_parts, base, dtype=np.int64)
+    sizes[:extra] += 1
+    stops = np.cumsum(sizes)
+    return [(int(stop - size), int(stop)) for size, stop in zip(sizes, stops)]
+
+
+def chunk_aligned_slices(n_items, chunk, n_parts):
+    """Split ``range(n_items)`` into *n_parts* contiguous blocks made of whole chunks.
+
+    Chunks of *chunk* items are distributed as evenly as possible (counts differ by at most
+    one), so no chunk is shared by two parts; only the last chunk may be partial.
+    """
+    n_chunks = -(-int(n_items) // int(chunk)) if n_items else 0
+    return [
+        (min(a * chunk, n_items), min(b * chunk, n_items))
+        for a, b in balanced_slices(n_chunks, n_parts)
+    ]
+
+
+def root_call(comm, function, *args, **kwargs):
+    """Run *function* on rank 0 only and broadcast its result to every rank.
+
+    If it raises an :class:`H5mdToolError`, every rank raises that error, flagged collective,
+    so the job ends on all ranks with the same message and no abort.
+    """
+    outcome = None
+    if comm.rank == 0:
+        try:
+            outcome = ("ok", function(*args, **kwargs))
+        except H5mdToolError as error:
+            if not is_parallel(comm):
+                raise
+            outcome = ("error", error)
+    if is_parallel(comm):
+        outcome = comm.bcast(outcome, root=0)
+    kind, value = outcome
+    if kind == "error":
+        raise mark_collective(value)
+    return value
+
+
+def agree(comm, error=None):
+    """Agreement point: every rank learns whether any rank failed since the last one.
+
+    Parameters
+    ----------
+    comm : communicator
+    error : H5mdToolError or None
+        The error this rank hit, if any.
+
+    Raises
+    ------
+    H5mdToolError
+        On the failing rank its own error, on the others a :class:`RemoteRankError`
+        naming the first failing rank; both flagged collective.
+    """
+    if not is_parallel(comm):
+        if error is not None:
+            raise error
+        return
+    message = None if error is None else str(error)
+    reports = comm.allgather(message)
+    failed = [rank for rank, text in enumerate(reports) if text is not None]
+    if not failed:
+        return
+    if error is not None:
+        raise mark_collective(error)
+    first = failed[0]
+    raise mark_collective(RemoteRankError(f"rank {first}: {reports[first]}"))
+
+
+@contextlib.contextmanager
+def capture_errors():
+    """Collect an :class:`H5mdToolError` raised in the block instead of propagating it.
+
+    Yields a one-element list that holds the error, if any, for a following :func:`agree`.
+    """
+    box = [None]
+    try:
+        yield box
+    except H5mdToolError as error:
+        box[0] = error
+
+
+_abort_cleanups = []
+
+
+@contextlib.contextmanager
+def cleanup_on_abort(callback):
+    """Run *callback* (no arguments) if the job is aborted inside this block."""
+    _abort_cleanups.append(callback)
+    try:
+        yield
+    finally:
+        _abort_cleanups.remove(callback)
+
+
+def describe(error):
+    """One line describing *error* for the user."""
+    if isinstance(error, H5mdToolError):
+        return str(error)
+    return f"{type(error).__name__}: {error}"
+
+
+def debug_enabled():
+    return os.environ.get("H5MDTOOL_DEBUG", "") not in ("", "0")
+
+
+def abort(comm, error):
+    """Report *error* with this rank's number, clean up, and end every rank of the job."""
+    sys.stderr.write(f"error: rank {comm.rank}: {describe(error)}\n")
+    if debug_enabled():
+        traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+    sys.stderr.flush()
+    for callback in list(_abort_cleanups):
+        with contextlib.suppress(Exception):
+            callback()
+    exit_code = getattr(error, "exit_code", 1)
+    comm.Abort(exit_code)
+
+
+def entry_point(function):
+    """Decorate a public API function that takes ``comm=None``.
+
+    The communicator is resolved once; an error that escapes on one rank of a parallel job
+    and was not raised collectively aborts the job (after the registered cleanups) instead
+    of leaving the other ranks hanging.
+    """
+
+    @functools.wraps(function)
+    def wrapper(*args, comm=None, **kwargs):
+        comm = resolve(comm)
+        try:
+            return function(*args, comm=comm, **kwargs)
+        except BaseException as error:
+            abort_unless_collective(comm, error)
+            raise
+
+    return wrapper
+
+
+def abort_unless_collective(comm, error):
+    """Abort the parallel job for *error* unless every rank is raising it together.
+
+    Call this before any collective clean-up (closing a file opened with MPI-IO): a rank
+    that failed alone would wait forever in that call.
+    """
+    if is_parallel(comm) and not getattr(error, "collective", False):
+        abort(comm, error)
+
+
+def require_parallel_h5py(comm):
+    """Raise :class:`StackError` if *comm* is parallel but h5py was built without MPI."""
+    if not is_parallel(comm):
+        return
+    import h5py
+
+    if not h5py.get_config().mpi:
+        raise mark_collective(
+            StackError(
+                f"running on {comm.size} MPI ranks but h5py was built without MPI support; "
+                "rebuild it against parallel HDF5 (see docs/installation.md) or run serially"
+            )
+        )
+
+
+def mpi_info(hints):
+    """Build an ``MPI.Info`` from a mapping of MPI-IO hint names to values (or None)."""
+    if not hints:
+        return None
+    from mpi4py import MPI
+
+    info = MPI.Info.Create()
+    for key, value in hints.items():
+        info.Set(str(key), str(value))
+    return info
+
+
+def open_h5(path, mode, comm, hints=None, **kwargs):
+    """Open an HDF5 file with h5py, through MPI-IO when *comm* has several ranks.
+
+    Parameters
+    ----------
+    path : str
+    mode : str
+        h5py file mode.
+    comm : communicator
+    hints : dict, optional
+        MPI-IO hints (``striping_factor``, ``striping_unit``, ...), used with MPI-IO only.
+    **kwargs
+        Passed to :class:`h5py.File` (alignment, cache settings...).
+    """
+    import h5py
+
+    if is_parallel(comm):
+        require_parallel_h5py(comm)
+        info = mpi_info(hints)
+        if info is not None:
+            kwargs["info"] = info
+        return h5py.File(path, mode, driver="mpio", comm=comm, **kwargs)
+    return h5py.File(path, mode, **kwargs)
+
+
+def mpi_library_version():
+    """Short description of the MPI library, or None when mpi4py is not loaded."""
+    module = sys.modules.get("mpi4py.MPI")
+    if module is None:
+        return None
+    try:
+        return module.Get_library_version().strip().splitlines()[0]
+    except Exception:  # noqa: BLE001 - purely informational
+        return None
+
+
+class RowWriter:
+    """Writes blocks of rows (first axis) into h5py datasets, collectively when parallel.
+
+    Under MPI every rank must call :meth:`write` the same number of times for a dataset;
+    a rank with nothing to write passes an empty array and takes part with an empty
+    selection (h5py's high-level layer would skip the call and hang the job, h5py issue
+    965). Filtered datasets can only be written this way.
+    """
+
+    def __init__(self, comm):
+        import h5py
+
+        self.comm = comm
+        self.transfer = h5py.h5p.create(h5py.h5p.DATASET_XFER)
+        if is_parallel(comm):
+            self.transfer.set_dxpl_mpio(h5py.h5fd.MPIO_COLLECTIVE)
+
+    def write(self, dataset, start, rows):
+        """Write *rows* (shape ``(k, ...)``, k may be 0) into ``dataset[start:start + k]``."""
+        import h5py
+
+        rows = np.ascontiguousarray(rows, dtype=dataset.dtype)
+        file_space = dataset.id.get_space()
+        count = rows.shape[0]
+        if count == 0:
+            file_space.select_none()
+            memory_space = h5py.h5s.create_simple((1,) + rows.shape[1:])
+            memory_space.select_none()
+            rows = np.zeros((1,) + rows.shape[1:], dtype=dataset.dtype)
+        else:
+            offset = (start,) + (0,) * (rows.ndim - 1)
+            file_space.select_hyperslab(offset, rows.shape)
+            memory_space = h5py.h5s.create_simple(rows.shape)
+        dataset.id.write(memory_space, file_space, rows, dxpl=self.transfer)

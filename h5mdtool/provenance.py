@@ -1,0 +1,51 @@
+"""What h5mdtool records about how a file was made: command, inputs, software, ranks."""
+
+import datetime
+import shlex
+import socket
+import sys
+
+from . import __version__
+from .mpi import mpi_library_version
+
+
+def command_line(argv=None):
+    """The command as the user typed it (program name shortened to ``h5mdtool``)."""
+    argv = list(sys.argv if argv is None else argv)
+    if argv and argv[0].endswith(("h5mdtool", "__main__.py")):
+        argv[0] = "h5mdtool"
+    return shlex.join(argv)
+
+
+def software_versions():
+    """Versions of h5mdtool and the libraries that shape its output."""
+    import h5py
+    import MDAnalysis
+    import numpy
+
+    versions = {
+        "h5mdtool": __version__,
+        "python": sys.version.split()[0],
+        "numpy": numpy.__version__,
+        "MDAnalysis": MDAnalysis.__version__,
+        "h5py": h5py.version.version,
+        "HDF5": h5py.version.hdf5_version,
+        "h5py_mpi": bool(h5py.get_config().mpi),
+    }
+    mpi4py = sys.modules.get("mpi4py")
+    if mpi4py is not None:
+        versions["mpi4py"] = mpi4py.__version__
+        versions["MPI"] = mpi_library_version()
+    return versions
+
+
+def base_record(comm, command=None):
+    """The provenance fields every h5mdtool output shares (computed on rank 0)."""
+    return {
+        "h5mdtool_version": __version__,
+        "command": command or command_line(),
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host": socket.gethostname(),
+        "n_ranks": comm.size,
+        "versions": software_versions(),
+    }

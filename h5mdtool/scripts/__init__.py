@@ -1,0 +1,1 @@
+"""One module per command; shared click options live in :mod:`.options`."""
