@@ -103,8 +103,7 @@ def _plan(comm, inputs, output, *, topology, select, start, stop, step, velociti
     """Rank 0: check the output, scan inputs, select atoms and frames."""
     check_output_file(output, inputs, force)
     index = scan(inputs, on_overlap=on_overlap)
-    frames = range(index.n_frames)[slice(start, stop, step)]
-    select_frames(index.n_frames, start, stop, step)  # raises for empty or invalid selections
+    frames = select_frames(index.n_frames, start, stop, step)
     if not index.segments[0].has_positions:
         raise InputError(f"{inputs[0]}: the first frame has no positions; h5mdtool needs them")
     atom_indices = select_atoms(topology, select, index.n_atoms)
@@ -271,6 +270,7 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, start=None
         compression=compression, compression_level=compression_level, shuffle=shuffle,
         stripe_count=stripe_count, stripe_size=stripe_size,
     )
+    root_call(comm, layout.check_parallel, comm.size)
     require_parallel_h5py(comm)
     plan = root_call(
         comm, _plan, comm, inputs, output, topology=topology, select=select, start=start,

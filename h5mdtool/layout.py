@@ -114,6 +114,24 @@ class Layout:
         if self.stripe_count is not None and (self.stripe_count == 0 or self.stripe_count < -1):
             raise UsageError(f"--stripe-count must be >= 1 or -1 (all targets), got {self.stripe_count}")
 
+    def check_parallel(self, n_ranks):
+        """Refuse layouts that parallel HDF5 cannot write correctly.
+
+        h5py's lzf filter is optional: when a chunk does not shrink, HDF5 stores it raw and
+        marks the filter skipped. Parallel HDF5's collective filtered writes lose that mark
+        (seen with HDF5 1.10.8), so such chunks cannot be read back.
+
+        Raises
+        ------
+        UsageError
+            For lzf with more than one rank.
+        """
+        if n_ranks > 1 and self.compression == "lzf":
+            raise UsageError(
+                "lzf cannot be written in parallel (parallel HDF5 corrupts chunks that lzf "
+                "leaves uncompressed); use --compression gzip, or run on one rank"
+            )
+
     @property
     def filtered(self):
         """True when the value datasets go through an HDF5 filter (collective writes only)."""

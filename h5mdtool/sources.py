@@ -306,7 +306,7 @@ def scan(paths, on_overlap="error"):
 
 
 def select_frames(n_frames, start=None, stop=None, step=None):
-    """Frame numbers picked by Python slice semantics ``[start:stop:step]``.
+    """Frame numbers picked by Python slice semantics ``[start:stop:step]``, as a range.
 
     Raises
     ------
@@ -315,7 +315,7 @@ def select_frames(n_frames, start=None, stop=None, step=None):
     """
     if step is not None and step < 1:
         raise UsageError(f"--step must be a positive number of frames, got {step}")
-    frames = np.arange(n_frames, dtype=np.int64)[slice(start, stop, step)]
+    frames = range(n_frames)[slice(start, stop, step)]
     if len(frames) == 0:
         raise UsageError(
             f"the frame selection start={start} stop={stop} step={step} picks none of the "

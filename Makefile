@@ -1,0 +1,52 @@
+# h5mdtool: `make demo` installs everything and runs the main job on bundled data;
+# `make test` installs and runs the whole suite, serially and under mpirun -n 2 and -n 3.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+H5MDTOOL := $(VENV)/bin/h5mdtool
+MPIRUN := tools/mpirun.sh
+# A hung MPI test must fail the run, never block it.
+MPI_TIMEOUT ?= 1200
+DEMO_DIR ?= demo-output
+
+.PHONY: install demo test test-serial test-mpi bench bench-quick clean help
+
+help:
+	@echo "make install   system packages (root, Debian), .venv, parallel h5py, h5mdtool"
+	@echo "make demo      install, then convert the AdK trajectories with mpirun -n 2"
+	@echo "make test      install, then pytest serially and under mpirun -n 2 and -n 3"
+	@echo "make bench     benchmarks against the peers named in benchmarks/README.md"
+
+install:
+	@VENV=$(VENV) tools/install.sh
+
+demo: install
+	@mkdir -p $(DEMO_DIR)
+	@set -e; \
+	DCD=$$($(PY) -c "from MDAnalysisTests.datafiles import DCD; print(DCD)"); \
+	XTC=$$($(PY) -c "from MDAnalysisTests.datafiles import XTC; print(XTC)"); \
+	echo "== adenylate kinase in vacuum (DCD, 98 frames x 3341 atoms), 2 ranks"; \
+	$(MPIRUN) -n 2 $(H5MDTOOL) convert $$DCD -o $(DEMO_DIR)/adk.h5md --force --no-progress; \
+	echo; echo "== solvated adenylate kinase (XTC, 10 frames x 47681 atoms), 2 ranks, gzip"; \
+	$(MPIRUN) -n 2 $(H5MDTOOL) convert $$XTC -o $(DEMO_DIR)/adk_solvated.h5md --compression gzip --force --no-progress; \
+	echo; echo "== reading both back with MDAnalysis (serial and MPI-IO) against the sources"; \
+	$(PY) examples/check_roundtrip.py $(DEMO_DIR); \
+	$(MPIRUN) -n 2 $(PY) examples/check_roundtrip.py $(DEMO_DIR)
+
+test: install test-serial test-mpi
+
+test-serial:
+	$(PY) -m pytest -q -p no:cacheprovider --color=no tests
+
+test-mpi:
+	timeout $(MPI_TIMEOUT) $(MPIRUN) -n 2 $(PY) tests/mpi_pytest.py -q -p no:cacheprovider --color=no -m mpi tests
+	timeout $(MPI_TIMEOUT) $(MPIRUN) -n 3 $(PY) tests/mpi_pytest.py -q -p no:cacheprovider --color=no -m mpi tests
+
+bench: install
+	$(PY) benchmarks/run.py
+
+bench-quick: install
+	$(PY) benchmarks/run.py --quick
+
+clean:
+	rm -rf $(DEMO_DIR) benchmarks/results .pytest_cache build *.egg-info

@@ -1,0 +1,288 @@
+"""h5mdtool convert: round trips through MDAnalysis's own readers, layout, MPI splits."""
+
+import json
+import os
+
+import h5py
+import MDAnalysis as mda
+import numpy as np
+import pytest
+
+from h5mdtool import convert
+from h5mdtool.errors import InputError, OutputError, OverlapError, UsageError
+from h5mdtool.layout import read_provenance
+
+
+def assert_same_trajectory(source, written, exact=True, steps=None):
+    """Every frame of *written* (H5MD, read by MDAnalysis) equals *source* (a Universe)."""
+    copy = written
+    assert copy.trajectory.n_frames == source.trajectory.n_frames
+    for ts_source, ts_copy in zip(source.trajectory, copy.trajectory):
+        if exact:
+            np.testing.assert_array_equal(ts_copy.positions, ts_source.positions)
+        else:  # Angstrom -> nm -> Angstrom in float32
+            np.testing.assert_allclose(ts_copy.positions, ts_source.positions, rtol=2.5e-7, atol=1e-6)
+        assert ts_copy.time == pytest.approx(ts_source.time, rel=1e-12, abs=1e-12)
+        if ts_source.dimensions is None:
+            assert ts_copy.dimensions is None
+        else:
+            np.testing.assert_allclose(ts_copy.dimensions, ts_source.dimensions, rtol=1e-5)
+        if ts_source.has_velocities:
+            np.testing.assert_array_equal(ts_copy.velocities, ts_source.velocities)
+        if steps is None:
+            assert ts_copy.data["step"] == ts_source.data["step"]
+        else:
+            assert ts_copy.data["step"] == steps[ts_source.frame]
+    return copy
+
+
+LAYOUTS = [
+    {},
+    {"compression": "gzip", "chunk_frames": 3},
+    {"compression": "lzf", "shuffle": False},
+    {"contiguous": True},
+]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("fmt", ["XTC", "TRR"])
+@pytest.mark.parametrize("options", LAYOUTS, ids=["plain", "gzip-k3", "lzf", "contiguous"])
+def test_xdr_round_trip(comm, shared_tmp, solvated, fmt, options):
+    output = os.path.join(shared_tmp, "out.h5md")
+    if options.get("compression") == "lzf" and comm.size > 1:
+        with pytest.raises(UsageError, match="lzf cannot be written in parallel"):
+            convert(solvated[fmt], output, comm=comm, progress=False, **options)
+        assert not os.path.exists(output)
+        return
+    summary = convert(solvated[fmt], output, comm=comm, progress=False, **options)
+    assert summary["n_frames"] == 10 and summary["n_atoms"] == 47681
+    assert summary["fields"] == (["positions", "velocities"] if fmt == "TRR" else ["positions"])
+    comm.Barrier()
+    source = mda.Universe(solvated["topology"], solvated[fmt])
+    copy = mda.Universe(solvated["topology"], output)
+    assert_same_trajectory(source, copy)
+    assert copy.trajectory.has_velocities == (fmt == "TRR")
+    assert not copy.trajectory.has_forces
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("options", LAYOUTS[:2], ids=["plain", "gzip-k3"])
+def test_dcd_round_trip(comm, shared_tmp, adk, options):
+    output = os.path.join(shared_tmp, "adk.h5md")
+    convert(adk[1], output, comm=comm, progress=False, **options)
+    comm.Barrier()
+    source = mda.Universe(*adk)
+    copy = mda.Universe(adk[0], output)
+    # DCD steps are istart + frame * nsavc (1000, 2000, ...): integration steps.
+    assert_same_trajectory(source, copy, exact=False, steps=1000 + 1000 * np.arange(98))
+    with h5py.File(output, "r") as f:
+        assert list(f["particles/trajectory/box"].attrs["boundary"]) == ["none"] * 3
+        assert "edges" not in f["particles/trajectory/box"]
+
+
+@pytest.mark.mpi
+def test_mdanalysis_reads_with_mpio(comm, shared_tmp, solvated):
+    output = os.path.join(shared_tmp, "out.h5md")
+    convert(solvated["TRR"], output, comm=comm, progress=False, compression="gzip")
+    comm.Barrier()
+    kwargs = {"driver": "mpio", "comm": comm} if comm.size > 1 else {}
+    copy = mda.Universe(solvated["topology"], output, **kwargs)
+    source = mda.Universe(solvated["topology"], solvated["TRR"])
+    # each rank reads its own frames, as an MPI analysis would
+    frames = np.array_split(np.arange(10), comm.size)[comm.rank]
+    try:
+        for frame in frames:
+            np.testing.assert_array_equal(copy.trajectory[frame].positions, source.trajectory[frame].positions)
+            np.testing.assert_array_equal(copy.trajectory[frame].velocities, source.trajectory[frame].velocities)
+    finally:
+        # closing an MPI-IO file is collective: never leave it to the garbage collector,
+        # which would run on one rank at a random time and hang the job
+        copy.trajectory.close()
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(
+    "selection, chunk_frames",
+    [({"stop": 2}, 1), ({}, 5), ({"start": 3, "stop": 4}, 1), ({"step": 4}, 2)],
+    ids=["2-frames", "2-chunks", "1-frame", "stride"],
+)
+def test_ranks_without_frames(comm, shared_tmp, adk_segments, adk_frames, selection, chunk_frames):
+    """Fewer chunks than ranks: the idle ranks still take part in every collective write."""
+    output = os.path.join(shared_tmp, "few.h5md")
+    summary = convert(
+        adk_segments["whole"], output, comm=comm, progress=False, compression="gzip",
+        chunk_frames=chunk_frames, stop=selection.get("stop", 10), start=selection.get("start"),
+        step=selection.get("step"),
+    )
+    frames = np.arange(98)[slice(selection.get("start"), selection.get("stop", 10), selection.get("step"))]
+    assert summary["n_frames"] == len(frames)
+    comm.Barrier()
+    with h5py.File(output, "r") as f:
+        np.testing.assert_array_equal(f["particles/trajectory/position/step"][:], frames * 10)
+    reference = mda.Universe(adk_segments["whole"])
+    written = mda.Universe(output)
+    for i, frame in enumerate(frames):
+        np.testing.assert_array_equal(written.trajectory[i].positions, reference.trajectory[frame].positions)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("block_bytes", [None, 3 * 3341 * 12], ids=["one-block", "small-blocks"])
+def test_segments_concatenate(comm, shared_tmp, adk_segments, block_bytes):
+    """Three segments give the same file content as the whole trajectory."""
+    kwargs = {} if block_bytes is None else {"block_bytes": block_bytes}
+    parts = os.path.join(shared_tmp, "parts.h5md")
+    whole = os.path.join(shared_tmp, "whole.h5md")
+    convert(adk_segments["parts"], parts, comm=comm, progress=False, **kwargs)
+    convert(adk_segments["whole"], whole, comm=comm, progress=False)
+    comm.Barrier()
+    with h5py.File(parts, "r") as a, h5py.File(whole, "r") as b:
+        for name in ("position/value", "position/step", "position/time", "box/edges/value"):
+            np.testing.assert_array_equal(a[f"particles/trajectory/{name}"][:], b[f"particles/trajectory/{name}"][:])
+        record = read_provenance(a)
+    assert [os.path.basename(i["path"]) for i in record["inputs"]] == ["part0.xtc", "part1.xtc", "part2.xtc"]
+    assert record["n_ranks"] == comm.size
+
+
+@pytest.mark.mpi
+def test_overlap_refused_or_dropped(comm, shared_tmp, adk_segments):
+    first, second = adk_segments["parts"][:2]
+    output = os.path.join(shared_tmp, "overlap.h5md")
+    # part0 twice: the second copy overlaps completely
+    with pytest.raises(OverlapError, match="overlap"):
+        convert([first, second, first], output, comm=comm, progress=False)
+    assert not os.path.exists(output)
+    summary = convert([first, second, first], output, comm=comm, progress=False, on_overlap="drop")
+    assert summary["n_frames"] == 70
+    comm.Barrier()
+    with h5py.File(output, "r") as f:
+        np.testing.assert_array_equal(f["particles/trajectory/position/step"][:], np.arange(70) * 10)
+
+
+def test_partial_overlap_dropped(tmp_path, adk_frames):
+    """A restart that repeats the last 5 frames: the repeated frames are dropped."""
+    from conftest import write_xtc
+
+    a, b = str(tmp_path / "a.xtc"), str(tmp_path / "b.xtc")
+    write_xtc(a, adk_frames[:20], np.arange(20) * 10, np.arange(20) * 2.0)
+    write_xtc(b, adk_frames[15:40], np.arange(15, 40) * 10, np.arange(15, 40) * 2.0)
+    output = str(tmp_path / "out.h5md")
+    summary = convert([a, b], output, on_overlap="drop", progress=False)
+    assert summary["n_frames"] == 40
+    with h5py.File(output, "r") as f:
+        np.testing.assert_array_equal(f["particles/trajectory/position/step"][:], np.arange(40) * 10)
+        written = f["particles/trajectory/position/value"][:]
+    expected = np.concatenate([
+        [ts.positions / 10 for ts in mda.Universe(a).trajectory],
+        [ts.positions / 10 for ts in mda.Universe(b).trajectory[5:]],
+    ])
+    np.testing.assert_allclose(written, expected, rtol=1e-6)
+
+
+def test_steps_going_backwards_inside_a_file(tmp_path, adk_frames):
+    path = str(tmp_path / "bad.xtc")
+    steps = np.arange(10) * 10
+    steps[6] = 20
+    from conftest import write_xtc
+
+    write_xtc(path, adk_frames[:10], steps, np.arange(10, dtype=float))
+    output = str(tmp_path / "out.h5md")
+    with pytest.raises(InputError, match="output frame 6 has step 20 after step 50"):
+        convert(path, output, progress=False)
+    assert not os.path.exists(output)
+    assert os.listdir(tmp_path) == ["bad.xtc"]
+
+
+@pytest.mark.mpi
+def test_metadata_units_and_links(comm, shared_tmp, solvated):
+    output = os.path.join(shared_tmp, "meta.h5md")
+    convert(solvated["TRR"], output, comm=comm, progress=False, chunk_frames=4, author="Ada")
+    comm.Barrier()
+    with h5py.File(output, "r") as f:
+        assert list(f["h5md"].attrs["version"]) == [1, 1]
+        assert f["h5md/author"].attrs["name"] == "Ada"
+        assert f["h5md/creator"].attrs["name"] == "h5mdtool"
+        assert list(f["h5md/modules/units"].attrs["version"]) == [1, 0]
+        traj = f["particles/trajectory"]
+        assert traj["box"].attrs["dimension"] == 3
+        assert list(traj["box"].attrs["boundary"]) == ["periodic"] * 3
+        assert traj["position/value"].attrs["unit"] == "nm"
+        assert traj["velocity/value"].attrs["unit"] == "nm ps-1"
+        assert traj["position/time"].attrs["unit"] == "ps"
+        assert traj["box/edges/value"].attrs["unit"] == "nm"
+        assert traj["position/value"].dtype == np.float32
+        assert traj["position/step"].dtype == np.int64
+        assert traj["position/time"].dtype == np.float64
+        assert traj["position/value"].chunks == (4, 47681, 3)
+        for element in ("velocity", "box/edges"):
+            assert traj[f"{element}/step"] == traj["position/step"]  # same object: hard link
+            assert traj[f"{element}/time"] == traj["position/time"]
+        record = read_provenance(f)
+    assert record["layout"]["chunk_frames"] == 4
+    assert record["fields"] == ["positions", "velocities"]
+    assert record["versions"]["HDF5"] == h5py.version.hdf5_version
+    assert record["inputs"][0]["size"] == os.path.getsize(solvated["TRR"])
+    assert record["n_ranks"] == comm.size
+
+
+@pytest.mark.mpi
+def test_atom_selection(comm, shared_tmp, adk):
+    output = os.path.join(shared_tmp, "ca.h5md")
+    summary = convert(adk[1], output, comm=comm, topology=adk[0], select="name CA", progress=False, stop=20)
+    comm.Barrier()
+    source = mda.Universe(*adk)
+    ca = source.select_atoms("name CA")
+    assert summary["n_atoms"] == len(ca) == 214
+    copy = mda.Universe(output)
+    for ts in copy.trajectory:
+        source.trajectory[ts.frame]
+        np.testing.assert_allclose(ts.positions, ca.positions, rtol=2.5e-7, atol=1e-6)
+
+
+def test_trr_without_velocities_flag(tmp_path, solvated):
+    output = str(tmp_path / "x.h5md")
+    summary = convert(solvated["TRR"], output, velocities=False, progress=False)
+    assert summary["fields"] == ["positions"]
+    with h5py.File(output, "r") as f:
+        assert "velocity" not in f["particles/trajectory"]
+
+
+def test_existing_output_needs_force(tmp_path, adk):
+    output = tmp_path / "out.h5md"
+    output.write_text("precious")
+    with pytest.raises(OutputError, match="--force"):
+        convert(adk[1], str(output), progress=False)
+    assert output.read_text() == "precious"
+    convert(adk[1], str(output), force=True, progress=False, stop=3)
+    with h5py.File(output, "r") as f:
+        assert f["particles/trajectory/position/value"].shape == (3, 3341, 3)
+
+
+def test_output_is_input_refused(tmp_path, adk_frames):
+    from conftest import write_xtc
+
+    path = str(tmp_path / "in.xtc")
+    write_xtc(path, adk_frames[:3], [0, 1, 2], [0.0, 1.0, 2.0])
+    before = open(path, "rb").read()
+    with pytest.raises(OutputError, match="one of the inputs"):
+        convert(path, path, force=True, progress=False)
+    assert open(path, "rb").read() == before
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"contiguous": True, "compression": "gzip"}, "--contiguous"),
+        ({"compression": "lzf", "compression_level": 3}, "gzip only"),
+        ({"compression": "zstd"}, "unknown compression"),
+        ({"chunk_frames": 0}, "chunk-frames"),
+        ({"stripe_size": 1000}, "multiple of 64K"),
+        ({"select": "name CA"}, "--topology"),
+        ({"start": 200}, "picks none"),
+        ({"step": 0}, "positive"),
+    ],
+)
+def test_usage_errors(tmp_path, adk, options, message):
+    output = tmp_path / "out.h5md"
+    with pytest.raises(UsageError, match=message):
+        convert(adk[1], str(output), progress=False, **options)
+    assert not output.exists()

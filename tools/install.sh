@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Idempotent installer behind `make install`.
+#  1. system packages (Open MPI, parallel HDF5, hdf5-tools) via apt when root, else advice;
+#  2. ./.venv with mpi4py and h5py built from source against parallel HDF5;
+#  3. h5mdtool in editable mode with its test and plot extras.
+# Every step is skipped when already done, so a second run takes seconds.
+set -euo pipefail
+
+VENV=${VENV:-.venv}
+PYTHON=${PYTHON:-python3}
+APT_PACKAGES="openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools pkg-config"
+
+say() { printf '[install] %s\n' "$*"; }
+
+have_parallel_hdf5() {
+    if [ -n "${HDF5_DIR:-}" ]; then return 0; fi
+    pkg-config --exists hdf5-openmpi 2>/dev/null || pkg-config --exists hdf5-mpich 2>/dev/null
+}
+
+system_packages() {
+    if command -v mpicc >/dev/null 2>&1 && have_parallel_hdf5; then
+        say "MPI compiler and parallel HDF5 found"
+        return
+    fi
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        say "installing system packages: $APT_PACKAGES"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq $APT_PACKAGES >/dev/null
+        return
+    fi
+    cat >&2 <<MSG
+[install] missing: an MPI compiler (mpicc) and/or parallel HDF5.
+  On Debian/Ubuntu as root:  apt-get install $APT_PACKAGES
+  On a cluster (no root):    module load openmpi hdf5/parallel   # your site's module names
+                             export HDF5_DIR=\$(dirname \$(dirname \$(which h5pcc)))
+                             make install
+  See docs/installation.md.
+MSG
+    exit 1
+}
+
+hdf5_build_env() {
+    export CC=mpicc HDF5_MPI=ON
+    if [ -z "${HDF5_DIR:-}" ]; then
+        if pkg-config --exists hdf5-openmpi 2>/dev/null; then
+            export HDF5_PKGCONFIG_NAME=hdf5-openmpi
+        elif pkg-config --exists hdf5-mpich 2>/dev/null; then
+            export HDF5_PKGCONFIG_NAME=hdf5-mpich
+        fi
+    fi
+}
+
+python_environment() {
+    if [ ! -x "$VENV/bin/python" ]; then
+        say "creating $VENV"
+        "$PYTHON" -m venv "$VENV"
+    fi
+    local pip="$VENV/bin/python -m pip --disable-pip-version-check -q"
+    if ! "$VENV/bin/python" -c "import mpi4py, numpy, Cython, pkgconfig" 2>/dev/null; then
+        say "installing build requirements and mpi4py"
+        $pip install --upgrade pip setuptools wheel
+        $pip install numpy Cython pkgconfig mpi4py
+    fi
+    if "$VENV/bin/python" -c "import h5py, sys; sys.exit(0 if h5py.get_config().mpi else 1)" 2>/dev/null; then
+        say "h5py with MPI already installed"
+    else
+        say "building h5py against parallel HDF5 (a few minutes the first time; pip caches the wheel)"
+        hdf5_build_env
+        $pip install --no-build-isolation --no-binary=h5py --force-reinstall --no-deps h5py
+        "$VENV/bin/python" -c "import h5py, sys; sys.exit(0 if h5py.get_config().mpi else 1)" \
+            || { echo "[install] h5py was built without MPI; see docs/installation.md" >&2; exit 1; }
+    fi
+    if ! "$VENV/bin/python" -c "import h5mdtool, MDAnalysisTests, pytest, matplotlib, tqdm, click" 2>/dev/null \
+        || [ setup.cfg -nt "$VENV/.h5mdtool-installed" ]; then
+        say "installing h5mdtool (editable) with test and plot extras"
+        $pip install --no-build-isolation -e ".[test,plot]"
+        touch "$VENV/.h5mdtool-installed"
+    fi
+    say "ready: $("$VENV/bin/python" -c 'import h5py, mpi4py, MDAnalysis; print("h5py", h5py.version.version, "HDF5", h5py.version.hdf5_version, "mpi4py", mpi4py.__version__, "MDAnalysis", MDAnalysis.__version__)')"
+}
+
+system_packages
+python_environment
