@@ -209,6 +209,28 @@ def _check_rank_boundaries(comm, edges, slices):
         last_step = last
 
 
+def write_h5md_file(path, plan, layout, *, comm, bar, block_bytes=DEFAULT_BLOCK_BYTES, author=None):
+    """Write the frames of *plan* into a new H5MD file at *path* (collective).
+
+    Every rank of *comm* writes its balanced share; pass a :class:`~h5mdtool.mpi.SerialComm`
+    to write a whole file from one process (as split does for its parts). On failure the
+    file is closed and removed, and the error re-raised (or the job aborted when only this
+    rank failed).
+    """
+    h5file = open_h5(path, "w", comm, hints=layout.mpi_hints())
+    try:
+        h5md.write_h5md_metadata(h5file, plan.provenance["h5mdtool_version"], author)
+        h5md.write_provenance(h5file, plan.provenance)
+        _write_frames(h5file, plan, layout, comm, bar, block_bytes)
+    except BaseException as error:
+        abort_unless_collective(comm, error)
+        h5file.close()
+        if comm.rank == 0:
+            remove_quietly(path)
+        raise
+    h5file.close()
+
+
 @entry_point
 def convert(inputs, output, *, comm=None, topology=None, select=None, start=None, stop=None,
             step=None, velocities=True, forces=True, on_overlap="error", chunk_frames=1,
@@ -284,18 +306,8 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, start=None
     comm.Barrier()
     with cleanup_on_abort(lambda: remove_quietly(plan.temporary)):
         with progress_bar(plan.n_frames, "convert", comm, enabled=progress) as bar:
-            h5file = open_h5(plan.temporary, "w", comm, hints=layout.mpi_hints())
-            try:
-                h5md.write_h5md_metadata(h5file, plan.provenance["h5mdtool_version"], author)
-                h5md.write_provenance(h5file, plan.provenance)
-                _write_frames(h5file, plan, layout, comm, bar, block_bytes)
-            except BaseException as error:
-                abort_unless_collective(comm, error)
-                h5file.close()
-                if comm.rank == 0:
-                    remove_quietly(plan.temporary)
-                raise
-            h5file.close()
+            write_h5md_file(plan.temporary, plan, layout, comm=comm, bar=bar,
+                            block_bytes=block_bytes, author=author)
         if comm.rank == 0:
             publish(plan.temporary, plan.output)
         comm.Barrier()

@@ -1,0 +1,65 @@
+"""Benchmark inputs: the AdK trajectory from MDAnalysisTests repeated N times, as the papers did.
+
+``python benchmarks/data.py 100`` (or 600) writes ``benchmarks/data/adk_100x.xtc`` once and
+reuses it afterwards. Frames keep increasing step and time across the copies (step
+1000 * (i + 1), time (i + 1) * dt ps, as the DCD header gives them), so the result is a valid
+single trajectory. Positions are the DCD's, in nm, written with MDAnalysis's own XTC writer
+at XTC's default precision (0.001 nm).
+"""
+
+import os
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "data")
+
+
+def topology():
+    """The AdK PSF topology (3341 atoms)."""
+    from MDAnalysisTests.datafiles import PSF
+
+    return PSF
+
+
+def adk_source():
+    """Positions (nm, float32), step interval and time interval of the 98-frame AdK DCD."""
+    from MDAnalysis import units
+    from MDAnalysis.lib.formats.libdcd import DCDFile
+    from MDAnalysisTests.datafiles import DCD
+
+    with DCDFile(DCD) as handle:
+        header = handle.header
+        xyz = (handle.readframes().xyz / 10.0).astype(np.float32)
+    dt = float(units.convert(header["delta"], "AKMA", "ps")) * header["nsavc"]
+    return xyz, int(header["nsavc"]), dt
+
+
+def repeated_xtc(repeats, directory=DATA):
+    """Path of the AdK XTC repeated *repeats* times (98 * repeats frames), made if missing."""
+    from MDAnalysis.lib.formats.libmdaxdr import XTCFile
+
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"adk_{repeats}x.xtc")
+    if os.path.exists(path):
+        return path
+    xyz, nsavc, dt = adk_source()
+    box = np.zeros((3, 3), np.float32)
+    partial = path + ".partial"
+    started = time.perf_counter()
+    with XTCFile(partial, "w") as handle:
+        frame = 0
+        for _ in range(repeats):
+            for positions in xyz:
+                frame += 1
+                handle.write(positions, box, frame * nsavc, frame * dt)
+    os.replace(partial, path)
+    print(f"made {path}: {frame} frames in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    return path
+
+
+if __name__ == "__main__":
+    for argument in sys.argv[1:] or ["100"]:
+        print(repeated_xtc(int(argument)))
