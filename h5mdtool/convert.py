@@ -8,6 +8,7 @@ under a temporary name, which rank 0 renames to the output path once every rank 
 
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,8 +32,9 @@ from .progress import progress_bar
 from .provenance import base_record
 from .sources import scan, select_frames
 
-#: Default memory for one block of frames per rank, in bytes.
-DEFAULT_BLOCK_BYTES = 64 * 1024**2
+#: Default memory for one block of frames, in bytes; each rank holds two blocks (one being
+#: decoded while the other is written).
+DEFAULT_BLOCK_BYTES = 32 * 1024**2
 
 
 @dataclass
@@ -176,19 +178,37 @@ def _write_frames(h5file, plan, layout, comm, bar, block_bytes):
     begin, stop = slices[comm.rank]
     writer = RowWriter(comm)
     first_step = last_step = None
-    with TrajectoryReader(plan.index, plan.atom_indices, plan.fields) as reader:
-        block = reader.new_block(min(capacity, max(1, stop - begin)))
+
+    def bounds(number):
+        first = begin + number * capacity
+        return first, min(stop, first + capacity)
+
+    def load(number, block):
+        """Decode the frames of one round (in the prefetch thread; no MPI calls here)."""
+        first, last = bounds(number)
+        block.n = 0
+        if first < last:
+            reader.read(np.asarray(plan.frames[first:last], dtype=np.int64), block)
+        return block
+
+    # Decoding the next block overlaps writing the current one: HDF5 writes release the
+    # GIL, so the two take about as long as the slower of them instead of their sum.
+    with TrajectoryReader(plan.index, plan.atom_indices, plan.fields) as reader, \
+            ThreadPoolExecutor(max_workers=1) as prefetch:
+        size = min(capacity, max(1, stop - begin))
+        blocks = [reader.new_block(size), reader.new_block(size)]
+        pending = prefetch.submit(load, 0, blocks[0])
         for number in range(rounds):
-            first = begin + number * capacity
-            last = min(stop, first + capacity)
-            block.n = 0
+            first, _ = bounds(number)
             with capture_errors() as failure:
-                if first < last:
-                    reader.read(np.asarray(plan.frames[first:last], dtype=np.int64), block)
+                block = pending.result()
+                if block.n:
                     _check_steps(block, last_step, first)
                     first_step = int(block.step[0]) if first_step is None else first_step
                     last_step = int(block.step[block.n - 1])
             agree(comm, failure[0])
+            if number + 1 < rounds:
+                pending = prefetch.submit(load, number + 1, blocks[(number + 1) % 2])
             for name, dataset in datasets.items():
                 writer.write(dataset, first, block.view(name))
             bar.update(_frames_in_round(slices, capacity, number))
@@ -263,7 +283,7 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, start=None
     progress : bool, optional
         Show a progress bar on rank 0 (default: when standard error is a terminal).
     block_bytes : int
-        Memory per rank for one block of frames (default 64 MiB).
+        Memory for one block of frames (default 32 MiB); each rank holds two blocks.
     author : str, optional
         Author name for ``/h5md/author`` (default: the user name).
     command : str, optional

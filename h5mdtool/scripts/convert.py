@@ -15,7 +15,7 @@ from .options import atom_options, emit_json, frame_options, human_bytes, layout
 @click.option("--forces/--no-forces", default=True, show_default=True, help="Write TRR forces when present.")
 @segment_options
 @layout_options
-@click.option("--block-size", type=SIZE, default="64M", show_default=True, help="Memory per rank for one block of frames (bytes, K/M/G).")
+@click.option("--block-size", type=SIZE, default="32M", show_default=True, help="Memory for one block of frames (bytes, K/M/G); each rank holds two, decoding one while writing the other.")
 @click.option("--author", default=None, help="Author name recorded in /h5md/author. Default: the user name.")
 @run_options
 def command(inputs, output, topology, select, start, stop, step, velocities, forces, on_overlap,
