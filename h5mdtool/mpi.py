@@ -213,10 +213,18 @@ _abort_cleanups = []
 
 @contextlib.contextmanager
 def cleanup_on_abort(callback):
-    """Run *callback* (no arguments) if the job is aborted inside this block."""
+    """Run *callback* (no arguments, idempotent) if the block fails or the job aborts in it.
+
+    The callback runs before an exception leaves the block, so it also runs when the
+    exception goes on to abort the job in :func:`entry_point`.
+    """
     _abort_cleanups.append(callback)
     try:
         yield
+    except BaseException:
+        with contextlib.suppress(Exception):
+            callback()
+        raise
     finally:
         _abort_cleanups.remove(callback)
 

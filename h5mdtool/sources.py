@@ -149,7 +149,9 @@ def _scan_xdr(path, fmt, stat):
     except InputError:
         raise
     except (OSError, EOFError, RuntimeError, ValueError, StopIteration) as error:
-        raise InputError(f"{path}: not a readable {fmt} file ({_reason(error)})") from None
+        raise InputError(
+            f"{path}: not a readable {fmt} file, truncated or corrupt ({_reason(error)})"
+        ) from None
     info = SegmentInfo(
         path=path,
         format=fmt,
@@ -181,6 +183,12 @@ def _scan_dcd(path, stat):
                 raise InputError(f"{path}: DCD file holds no frames")
             if handle.ndims != 3:
                 raise InputError(f"{path}: DCD files with {handle.ndims} dimensions are not supported")
+            expected = handle._header_size + handle._firstframesize + (n_frames - 1) * handle._framesize
+            if stat.st_size != expected:
+                raise InputError(
+                    f"{path}: DCD file is truncated or has trailing data: {stat.st_size} bytes "
+                    f"where {n_frames} whole frames take {expected}"
+                )
             handle.seek(n_frames - 1)
             handle.read()
     except InputError:
