@@ -237,7 +237,7 @@ def write_h5md_file(path, plan, layout, *, comm, bar, block_bytes=DEFAULT_BLOCK_
     file is closed and removed, and the error re-raised (or the job aborted when only this
     rank failed).
     """
-    h5file = open_h5(path, "w", comm, hints=layout.mpi_hints())
+    h5file = open_h5(path, "w", comm, hints=layout.mpi_hints(), libver=h5md.LIBVER)
     try:
         h5md.write_h5md_metadata(h5file, plan.provenance["h5mdtool_version"], author)
         h5md.write_provenance(h5file, plan.provenance)

@@ -29,6 +29,13 @@ ELEMENTS = {
 }
 
 COMPRESSIONS = ("none", "gzip", "lzf")
+
+#: HDF5 file-format bounds for new files. The 1.10 format indexes the chunks of fixed-size
+#: datasets with a fixed array; the older v1 B-tree index breaks parallel HDF5 1.10.8 on
+#: collective filtered writes of tens of thousands of chunks ("writev: Bad address" under
+#: OMPIO, a crash under ROMIO; seen with 58800 one-frame chunks). Files need HDF5 >= 1.10
+#: (2016) to be read.
+LIBVER = ("v110", "latest")
 #: Lustre requires stripe sizes that are multiples of 64 KiB.
 STRIPE_SIZE_UNIT = 64 * 1024
 

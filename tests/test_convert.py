@@ -286,3 +286,26 @@ def test_usage_errors(tmp_path, adk, options, message):
     with pytest.raises(UsageError, match=message):
         convert(adk[1], str(output), progress=False, **options)
     assert not output.exists()
+
+
+@pytest.mark.mpi
+def test_many_chunks_compressed_in_parallel(comm, shared_tmp):
+    """60000 one-frame gzip chunks: parallel HDF5 1.10's v1 B-tree chunk index fails here
+    ("writev: Bad address" and a hang); the 1.10 file format h5mdtool writes does not."""
+    from conftest import write_xtc
+
+    source = os.path.join(shared_tmp, "long.xtc")
+    rng = np.random.default_rng(7)
+    positions = rng.random((60000, 10, 3), dtype=np.float32)
+    if comm.rank == 0:
+        write_xtc(source, positions, np.arange(60000), np.arange(60000) * 0.5)
+    comm.Barrier()
+    output = os.path.join(shared_tmp, "long.h5md")
+    summary = convert(source, output, comm=comm, progress=False, compression="gzip")
+    assert summary["n_frames"] == 60000
+    comm.Barrier()
+    with h5py.File(output, "r") as f:
+        value = f["particles/trajectory/position/value"]
+        assert value.chunks == (1, 10, 3)
+        np.testing.assert_allclose(value[-5:], positions[-5:], atol=6e-4)  # XTC precision 0.001 nm
+        np.testing.assert_array_equal(f["particles/trajectory/position/step"][:], np.arange(60000))
