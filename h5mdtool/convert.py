@@ -121,6 +121,7 @@ def _plan(comm, inputs, output, *, topology, select, start, stop, step, velociti
         frames={"start": frames.start, "stop": frames.stop, "step": frames.step, "n_frames": len(frames)},
         fields=fields,
         layout=layout.describe(),
+        hdf5_libver=list(h5md.LIBVER),
         on_overlap=on_overlap,
     )
     return ConvertPlan(

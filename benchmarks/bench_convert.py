@@ -1,0 +1,83 @@
+"""convert benchmarks (issue 2), whole commands as a user runs them, peers in the same run.
+
+* h5mdtool convert (serial, uncompressed, (1, N, 3) chunks) vs MDAnalysis's H5MDWriter writing
+  the same layout: target >= 8x faster;
+* the same vs MDAnalysis merely iterating the XTC: target <= 1.25x its time;
+* gzip on 2 ranks vs 1 rank: target >= 1.6x faster;
+* peak memory for 600x vs 100x: target <= 1.2x.
+
+``--quick`` uses the 100x trajectory only (memory check skipped).
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import H5MDTOOL, MPIRUN, check, machine, remove, save, timed  # noqa: E402
+from data import DATA, repeated_xtc, topology  # noqa: E402
+
+MDA_ITERATE = (
+    "import sys, warnings; warnings.simplefilter('ignore'); import MDAnalysis as mda\n"
+    "u = mda.Universe(sys.argv[1], sys.argv[2])\n"
+    "for ts in u.trajectory: pass\n"
+)
+MDA_H5MDWRITER = (
+    "import sys, warnings; warnings.simplefilter('ignore'); import MDAnalysis as mda\n"
+    "u = mda.Universe(sys.argv[1], sys.argv[2])\n"
+    "n = u.atoms.n_atoms\n"
+    "with mda.Writer(sys.argv[3], n_atoms=n, chunks=(1, n, 3)) as w:\n"
+    "    for ts in u.trajectory: w.write(u.atoms)\n"
+)
+
+
+def convert_command(xtc, output, ranks=None, *options):
+    command = [H5MDTOOL, "convert", xtc, "-o", output, "--force", "--no-progress", *options]
+    return [MPIRUN, "-n", str(ranks)] + command if ranks else command
+
+
+def bench(repeats, repeat):
+    xtc = repeated_xtc(repeats)
+    top = topology()
+    out = os.path.join(DATA, f"bench_convert_{repeats}x.h5md")
+    peer_out = os.path.join(DATA, f"bench_convert_{repeats}x_mda.h5md")
+    print(f"\n== convert, AdK {repeats}x ({os.path.getsize(xtc) / 1e6:.0f} MB XTC)", flush=True)
+    timed("warm-up (page cache, MDAnalysis offsets)", [sys.executable, "-c", MDA_ITERATE, top, xtc])
+    result = {"repeats": repeats, "xtc_bytes": os.path.getsize(xtc)}
+    result["mda_iterate"] = timed("MDAnalysis iterating the XTC", [sys.executable, "-c", MDA_ITERATE, top, xtc], repeat)
+    result["h5mdtool_serial"] = timed("h5mdtool convert, serial, uncompressed", convert_command(xtc, out), repeat)
+    result["mda_h5mdwriter"] = timed("MDAnalysis H5MDWriter, chunks (1, N, 3)", [sys.executable, "-c", MDA_H5MDWRITER, top, xtc, peer_out])
+    result["gzip_1_rank"] = timed("h5mdtool convert --compression gzip, 1 rank", convert_command(xtc, out, 1, "--compression", "gzip"))
+    result["gzip_2_ranks"] = timed("h5mdtool convert --compression gzip, 2 ranks", convert_command(xtc, out, 2, "--compression", "gzip"))
+    remove(out)
+    remove(peer_out)
+    serial = result["h5mdtool_serial"]["seconds"]
+    result["checks"] = [
+        check("H5MDWriter time / h5mdtool time", result["mda_h5mdwriter"]["seconds"] / serial, 8.0),
+        check("h5mdtool time / MDAnalysis iteration time", serial / result["mda_iterate"]["seconds"], 1.25, higher_is_better=False),
+        check("gzip speed-up, 2 ranks over 1", result["gzip_1_rank"]["seconds"] / result["gzip_2_ranks"]["seconds"], 1.6),
+    ]
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="100x trajectory only")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of the fast commands (median reported)")
+    args = parser.parse_args()
+    document = {"machine": machine(), "runs": []}
+    sizes = [100] if args.quick else [100, 600]
+    for repeats in sizes:
+        document["runs"].append(bench(repeats, args.repeat))
+    if not args.quick:
+        small, large = document["runs"]
+        document["memory_check"] = check(
+            "peak memory 600x / 100x (h5mdtool convert, serial)",
+            large["h5mdtool_serial"]["peak_mib"] / small["h5mdtool_serial"]["peak_mib"], 1.2, higher_is_better=False,
+        )
+    save("convert_quick" if args.quick else "convert", document)
+
+
+if __name__ == "__main__":
+    main()

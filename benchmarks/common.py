@@ -1,0 +1,79 @@
+"""Helpers shared by the benchmark scripts: timing whole commands, peak memory, results."""
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+RESULTS = os.path.join(HERE, "results")
+VENV_BIN = os.path.dirname(sys.executable)
+H5MDTOOL = os.path.join(VENV_BIN, "h5mdtool")
+MPIRUN = os.path.join(ROOT, "tools", "mpirun.sh")
+
+_MEASURE = (
+    "import resource, subprocess, sys, time\n"
+    "t = time.perf_counter()\n"
+    "code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode\n"
+    "t = time.perf_counter() - t\n"
+    "print(t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, code)\n"
+)
+
+
+def run(command, env=None):
+    """Run *command* once; return (seconds, peak RSS of its largest process in MiB).
+
+    A fresh wrapper process measures it, so ``ru_maxrss`` covers this command only.
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", _MEASURE] + list(command),
+        capture_output=True, text=True, env=env,
+    )
+    try:
+        seconds, maxrss, code = done.stdout.split()
+    except ValueError:
+        raise RuntimeError(f"benchmark wrapper failed: {done.stderr}") from None
+    if int(code) != 0:
+        raise RuntimeError(f"command failed ({code}): {' '.join(command)}")
+    return float(seconds), int(maxrss) / 1024.0
+
+
+def timed(label, command, repeat=1, env=None):
+    """Run *command* *repeat* times; print and return the median time and peak memory."""
+    times, peaks = [], []
+    for _ in range(repeat):
+        seconds, peak = run(command, env=env)
+        times.append(seconds)
+        peaks.append(peak)
+    median = statistics.median(times)
+    print(f"  {label:<58s} {median:8.2f} s  (runs: {', '.join(f'{t:.2f}' for t in times)}; peak {max(peaks):.0f} MiB)", flush=True)
+    return {"label": label, "command": " ".join(command), "seconds": median, "runs": times, "peak_mib": max(peaks)}
+
+
+def check(name, value, target, higher_is_better=True):
+    ok = value >= target if higher_is_better else value <= target
+    relation = ">=" if higher_is_better else "<="
+    print(f"  -> {name}: {value:.2f} (target {relation} {target}) {'PASS' if ok else 'MISS'}", flush=True)
+    return {"name": name, "value": value, "target": target, "relation": relation, "pass": ok}
+
+
+def save(name, document):
+    os.makedirs(RESULTS, exist_ok=True)
+    path = os.path.join(RESULTS, f"{name}.json")
+    with open(path, "w") as handle:
+        json.dump(document, handle, indent=2)
+    print(f"  results: {os.path.relpath(path, ROOT)}")
+    return path
+
+
+def machine():
+    return {"cpus": os.cpu_count(), "python": sys.version.split()[0], "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def remove(path):
+    if os.path.exists(path):
+        os.remove(path)
