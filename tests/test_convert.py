@@ -309,3 +309,30 @@ def test_many_chunks_compressed_in_parallel(comm, shared_tmp):
         assert value.chunks == (1, 10, 3)
         np.testing.assert_allclose(value[-5:], positions[-5:], atol=6e-4)  # XTC precision 0.001 nm
         np.testing.assert_array_equal(f["particles/trajectory/position/step"][:], np.arange(60000))
+
+
+@pytest.mark.parametrize("fake_lfs", [False, True], ids=["no-lfs", "fake-lfs"])
+def test_stripe_settings_recorded_and_applied(tmp_path, adk, monkeypatch, fake_lfs):
+    log = tmp_path / "lfs.log"
+    if fake_lfs:
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir()
+        script = bin_dir / "lfs"
+        script.write_text(f'#!/bin/sh\necho "$@" >> {log}\nfor a; do last=$a; done\n: > "$last"\n')
+        script.chmod(0o755)
+        monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    else:
+        monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    output = str(tmp_path / "striped.h5md")
+    summary = convert(adk[1], output, stripe_count=4, stripe_size="1M", progress=False, stop=5)
+    with h5py.File(output, "r") as f:
+        record = read_provenance(f)
+    assert record["layout"]["stripe_count"] == 4
+    assert record["layout"]["stripe_size"] == 1024**2
+    if fake_lfs:
+        assert summary["stripe_applied"] == record["stripe_applied"] == "applied"
+        args = log.read_text().split()
+        assert args[:5] == ["setstripe", "-c", "4", "-S", str(1024**2)]
+        assert args[5].endswith(".tmp") and os.path.dirname(args[5]) == str(tmp_path)
+    else:
+        assert summary["stripe_applied"] == "lfs not found"
