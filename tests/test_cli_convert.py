@@ -228,3 +228,11 @@ def test_parallel_run_needs_parallel_h5py(monkeypatch):
     monkeypatch.setattr(h5py, "get_config", lambda: Config())
     with pytest.raises(StackError, match="built without MPI"):
         require_parallel_h5py(TwoRanks())
+
+
+def test_progress_bar_on_request(tmp_path, adk):
+    result = CliRunner().invoke(cli, ["convert", adk[1], "-o", str(tmp_path / "o.h5md"), "--progress"])
+    assert result.exit_code == 0, result.output
+    assert "convert:" in result.output and "frame/s" in result.output
+    result = CliRunner().invoke(cli, ["convert", adk[1], "-o", str(tmp_path / "o.h5md"), "--force"])
+    assert "frame/s" not in result.output  # not a terminal: no bar by default

@@ -336,3 +336,15 @@ def test_stripe_settings_recorded_and_applied(tmp_path, adk, monkeypatch, fake_l
         assert args[5].endswith(".tmp") and os.path.dirname(args[5]) == str(tmp_path)
     else:
         assert summary["stripe_applied"] == "lfs not found"
+
+
+@pytest.mark.mpi
+def test_mpi_io_hints_under_mpi(comm, shared_tmp, adk):
+    output = os.path.join(shared_tmp, "hints.h5md")
+    convert(adk[1], output, comm=comm, stripe_count=2, stripe_size="1M", progress=False, stop=12, compression="gzip")
+    comm.Barrier()
+    with h5py.File(output, "r") as f:
+        record = read_provenance(f)
+        assert f["particles/trajectory/position/value"].shape == (12, 3341, 3)
+    expected = {"striping_factor": 2, "striping_unit": 1024**2} if comm.size > 1 else {}
+    assert record["mpi_io_hints"] == expected
