@@ -11,6 +11,7 @@ import pytest
 from h5mdtool import convert
 from h5mdtool.errors import InputError, OutputError, OverlapError, UsageError
 from h5mdtool.layout import read_provenance
+from h5mdtool.mpi import SerialComm
 
 
 def assert_same_trajectory(source, written, exact=True, steps=None):
@@ -348,3 +349,44 @@ def test_mpi_io_hints_under_mpi(comm, shared_tmp, adk):
         assert f["particles/trajectory/position/value"].shape == (12, 3341, 3)
     expected = {"striping_factor": 2, "striping_unit": 1024**2} if comm.size > 1 else {}
     assert record["mpi_io_hints"] == expected
+
+
+def write_trr(path, positions, velocities, forces, steps, times, box):
+    from MDAnalysis.lib.formats.libmdaxdr import TRRFile
+
+    with TRRFile(path, "w") as handle:
+        for x, v, f, step, time in zip(positions, velocities, forces, steps, times):
+            handle.write(x, v, f, box, int(step), float(time), 0.0, len(x))
+
+
+@pytest.mark.mpi
+def test_trr_with_forces(comm, shared_tmp, adk_frames):
+    source = os.path.join(shared_tmp, "xvf.trr")
+    rng = np.random.default_rng(3)
+    velocities = rng.normal(size=adk_frames[:12].shape).astype(np.float32)
+    forces = rng.normal(scale=100, size=adk_frames[:12].shape).astype(np.float32)
+    box = np.diag([8.0, 8.0, 8.0]).astype(np.float32)
+    if comm.rank == 0:
+        write_trr(source, adk_frames[:12], velocities, forces, np.arange(12) * 5, np.arange(12) * 0.01, box)
+    comm.Barrier()
+    output = os.path.join(shared_tmp, "xvf.h5md")
+    summary = convert(source, output, comm=comm, progress=False, compression="gzip", chunk_frames=5)
+    assert summary["fields"] == ["positions", "velocities", "forces"]
+    comm.Barrier()
+    with h5py.File(output, "r") as f:
+        traj = f["particles/trajectory"]
+        assert traj["force/value"].attrs["unit"] == "kJ mol-1 nm-1"
+        assert traj["force/step"] == traj["position/step"]
+        np.testing.assert_array_equal(traj["force/value"][:], forces)
+        np.testing.assert_array_equal(traj["velocity/value"][:], velocities)
+    source_universe = mda.Universe(source)
+    copy = mda.Universe(output)
+    for a, b in zip(source_universe.trajectory, copy.trajectory):
+        np.testing.assert_array_equal(b.positions, a.positions)
+        np.testing.assert_array_equal(b.velocities, a.velocities)
+        np.testing.assert_array_equal(b.forces, a.forces)
+        np.testing.assert_allclose(b.dimensions, a.dimensions)
+        assert b.time == pytest.approx(a.time) and b.data["step"] == a.data["step"]
+    if comm.rank == 0:
+        no_forces = os.path.join(shared_tmp, "xv.h5md")
+        assert convert(source, no_forces, comm=SerialComm(), forces=False, progress=False)["fields"] == ["positions", "velocities"]
