@@ -46,10 +46,10 @@ def bench(repeats, repeat):
     timed("warm-up (page cache, MDAnalysis offsets)", [sys.executable, "-c", MDA_ITERATE, top, xtc])
     result = {"repeats": repeats, "xtc_bytes": os.path.getsize(xtc)}
     result["mda_iterate"] = timed("MDAnalysis iterating the XTC", [sys.executable, "-c", MDA_ITERATE, top, xtc], repeat)
-    result["h5mdtool_serial"] = timed("h5mdtool convert, serial, uncompressed", convert_command(xtc, out), repeat)
-    result["mda_h5mdwriter"] = timed("MDAnalysis H5MDWriter, chunks (1, N, 3)", [sys.executable, "-c", MDA_H5MDWRITER, top, xtc, peer_out])
-    result["gzip_1_rank"] = timed("h5mdtool convert --compression gzip, 1 rank", convert_command(xtc, out, 1, "--compression", "gzip"))
-    result["gzip_2_ranks"] = timed("h5mdtool convert --compression gzip, 2 ranks", convert_command(xtc, out, 2, "--compression", "gzip"))
+    result["h5mdtool_serial"] = timed("h5mdtool convert, serial, uncompressed", convert_command(xtc, out), repeat, outputs=[out])
+    result["mda_h5mdwriter"] = timed("MDAnalysis H5MDWriter, chunks (1, N, 3)", [sys.executable, "-c", MDA_H5MDWRITER, top, xtc, peer_out], outputs=[peer_out])
+    result["gzip_1_rank"] = timed("h5mdtool convert --compression gzip, 1 rank", convert_command(xtc, out, 1, "--compression", "gzip"), outputs=[out])
+    result["gzip_2_ranks"] = timed("h5mdtool convert --compression gzip, 2 ranks", convert_command(xtc, out, 2, "--compression", "gzip"), outputs=[out])
     remove(out)
     remove(peer_out)
     serial = result["h5mdtool_serial"]["seconds"]

@@ -27,7 +27,7 @@ from .mpi import (
     require_parallel_h5py,
     root_call,
 )
-from .outputs import check_output_file, lfs_setstripe, publish, remove_quietly, temporary_name
+from .outputs import check_output_file, lfs_setstripe, preallocate, publish, remove_quietly, temporary_name
 from .progress import progress_bar
 from .provenance import base_record
 from .sources import scan, select_frames
@@ -242,6 +242,11 @@ def write_h5md_file(path, plan, layout, *, comm, bar, block_bytes=DEFAULT_BLOCK_
     try:
         h5md.write_h5md_metadata(h5file, plan.provenance["h5mdtool_version"], author)
         h5md.write_provenance(h5file, plan.provenance)
+        if not layout.filtered:
+            # the per-atom data alone is a lower bound of the finished file's size
+            if comm.rank == 0:
+                preallocate(path, plan.n_frames * plan.n_atoms * 3 * 4 * len(plan.fields))
+            comm.Barrier()
         _write_frames(h5file, plan, layout, comm, bar, block_bytes)
     except BaseException as error:
         abort_unless_collective(comm, error)

@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import sys
 import uuid
 
 from .errors import OutputError
@@ -111,3 +112,38 @@ def lfs_setstripe(path, stripe_count=None, stripe_size=None):
     if done.returncode != 0:
         return f"failed: {(done.stderr or done.stdout).strip().splitlines()[-1:] or done.returncode}"
     return "applied"
+
+
+def preallocate(path, nbytes):
+    """Reserve the first *nbytes* of *path* on disk with Linux ``fallocate(2)`` (mode 0).
+
+    Writing into allocated blocks skips the file system's per-write block allocation and
+    file-size updates: on the ext4 file system measured here, writing 2.4 GB took 5.6 s of
+    kernel time without it and 0.5 s with it. Callers must pass a size the finished file
+    will reach anyway (so nothing is left beyond the data). Where the call is not available
+    (not Linux, a file system without fallocate) nothing happens: no zeros are written.
+
+    Returns
+    -------
+    bool
+        Whether the space was reserved.
+    """
+    import ctypes
+    import ctypes.util
+
+    if nbytes <= 0 or not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fallocate = libc.fallocate
+    except (OSError, AttributeError):
+        return False
+    fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    try:
+        descriptor = os.open(path, os.O_WRONLY)
+    except OSError:
+        return False
+    try:
+        return fallocate(descriptor, 0, 0, int(nbytes)) == 0
+    finally:
+        os.close(descriptor)
