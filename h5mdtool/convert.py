@@ -42,6 +42,7 @@ class ConvertPlan:
     """Everything rank 0 decided, broadcast to all ranks."""
 
     index: object
+    layout: object
     frames: range
     atom_indices: np.ndarray
     fields: tuple
@@ -120,12 +121,15 @@ def _plan(comm, inputs, output, *, topology, select, start, stop, step, velociti
         selection={"topology": topology, "select": select, "n_atoms": None if atom_indices is None else len(atom_indices)},
         frames={"start": frames.start, "stop": frames.stop, "step": frames.step, "n_frames": len(frames)},
         fields=fields,
-        layout=layout.describe(),
         hdf5_libver=list(h5md.LIBVER),
         on_overlap=on_overlap,
     )
+    n_atoms = index.n_atoms if atom_indices is None else len(atom_indices)
+    layout.plan_chunks(len(frames), n_atoms)
+    record["layout"] = layout.describe()
     return ConvertPlan(
         index=index,
+        layout=layout,
         frames=frames,
         atom_indices=atom_indices,
         fields=tuple(fields),
@@ -190,6 +194,8 @@ def _write_frames(h5file, plan, layout, comm, bar, block_bytes):
         block.n = 0
         if first < last:
             reader.read(np.asarray(plan.frames[first:last], dtype=np.int64), block)
+            if layout.precision is not None:
+                layout.quantize(block.positions[: block.n])
         return block
 
     # Decoding the next block overlaps writing the current one: HDF5 writes release the
@@ -238,7 +244,7 @@ def write_h5md_file(path, plan, layout, *, comm, bar, block_bytes=DEFAULT_BLOCK_
     file is closed and removed, and the error re-raised (or the job aborted when only this
     rank failed).
     """
-    h5file = open_h5(path, "w", comm, hints=layout.mpi_hints(), libver=h5md.LIBVER)
+    h5file = open_h5(path, "w", comm, hints=layout.mpi_hints(), libver=h5md.LIBVER, **layout.file_options())
     try:
         h5md.write_h5md_metadata(h5file, plan.provenance["h5mdtool_version"], author)
         h5md.write_provenance(h5file, plan.provenance)
@@ -261,7 +267,7 @@ def write_h5md_file(path, plan, layout, *, comm, bar, block_bytes=DEFAULT_BLOCK_
 def convert(inputs, output, *, comm=None, topology=None, select=None, start=None, stop=None,
             step=None, velocities=True, forces=True, on_overlap="error", chunk_frames=1,
             contiguous=False, compression="none", compression_level=None, shuffle=None,
-            stripe_count=None, stripe_size=None, force=False, progress=None,
+            precision=None, stripe_count=None, stripe_size=None, force=False, progress=None,
             block_bytes=DEFAULT_BLOCK_BYTES, author=None, command=None):
     """Convert XTC, TRR or DCD trajectory segments into one H5MD 1.1 file.
 
@@ -281,7 +287,9 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, start=None
         Write TRR velocities and forces when present (default True).
     on_overlap : {"error", "drop"}
         Segments whose steps overlap are refused, or the repeated frames are dropped.
-    chunk_frames, contiguous, compression, compression_level, shuffle : see :class:`~h5mdtool.layout.Layout`
+    chunk_frames, contiguous, compression, compression_level, shuffle, precision : see :class:`~h5mdtool.layout.Layout`
+        ``chunk_frames="auto"`` plans the chunk size; ``precision`` (nm) stores positions
+        lossily with HDF5's scale-offset filter, error at most ``precision / 2``.
     stripe_count, stripe_size : int or str, optional
         Lustre striping: MPI-IO hints at creation and ``lfs setstripe`` when available.
     force : bool
@@ -316,7 +324,7 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, start=None
     layout = root_call(
         comm, h5md.Layout, chunk_frames=chunk_frames, contiguous=contiguous,
         compression=compression, compression_level=compression_level, shuffle=shuffle,
-        stripe_count=stripe_count, stripe_size=stripe_size,
+        precision=precision, stripe_count=stripe_count, stripe_size=stripe_size,
     )
     root_call(comm, layout.check_parallel, comm.size)
     require_parallel_h5py(comm)
@@ -325,6 +333,7 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, start=None
         stop=stop, step=step, velocities=velocities, forces=forces, on_overlap=on_overlap,
         force=force, layout=layout, command=command,
     )
+    layout = plan.layout
     plan.provenance["stripe_applied"] = root_call(
         comm, lfs_setstripe, plan.temporary, layout.stripe_count, layout.stripe_size
     )

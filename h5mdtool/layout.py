@@ -6,6 +6,7 @@ same functions with the same arguments, in the same order.
 
 import getpass
 import json
+import math
 import re
 from dataclasses import asdict, dataclass
 
@@ -29,6 +30,9 @@ ELEMENTS = {
 }
 
 COMPRESSIONS = ("none", "gzip", "lzf")
+#: Target chunk size of ``--chunk-frames auto`` without a stripe size: h5py's default
+#: chunk cache (1 MiB), so a reader of one chunk keeps it cached.
+AUTO_CHUNK_BYTES = 1024**2
 
 #: HDF5 file-format bounds for new files. The 1.10 format indexes the chunks of fixed-size
 #: datasets with a fixed array; the older v1 B-tree index breaks parallel HDF5 1.10.8 on
@@ -68,8 +72,9 @@ class Layout:
 
     Parameters
     ----------
-    chunk_frames : int
+    chunk_frames : int or "auto"
         Frames per chunk; chunks are ``(chunk_frames, n_atoms, 3)``, whole frames only.
+        ``"auto"`` picks the count with :meth:`plan_chunks` once the atom count is known.
     contiguous : bool
         Store without chunks (uncompressed only).
     compression : {"none", "gzip", "lzf"}
@@ -79,6 +84,9 @@ class Layout:
         Byte shuffle before compression; defaults to on when compressing.
     stripe_count, stripe_size : int, optional
         Lustre striping asked for the output file (stripe size in bytes).
+    precision : float, optional
+        Lossy positions: absolute error at most ``precision / 2`` nm per coordinate (plus the
+        float32 rounding of the decoded value), with HDF5's built-in scale-offset filter.
     """
 
     chunk_frames: int = 1
@@ -88,6 +96,10 @@ class Layout:
     shuffle: bool = None
     stripe_count: int = None
     stripe_size: int = None
+    precision: float = None
+    chunk_reason: str = None
+    alignment: int = None
+    alignment_reason: str = None
 
     def __post_init__(self):
         if self.compression is None:
@@ -96,8 +108,18 @@ class Layout:
             raise UsageError(
                 f"unknown compression {self.compression!r}; choose one of {', '.join(COMPRESSIONS)}"
             )
-        if not isinstance(self.chunk_frames, (int, np.integer)) or self.chunk_frames < 1:
-            raise UsageError(f"--chunk-frames must be a whole number >= 1, got {self.chunk_frames!r}")
+        if self.chunk_frames != "auto" and (
+            not isinstance(self.chunk_frames, (int, np.integer)) or self.chunk_frames < 1
+        ):
+            raise UsageError(f"--chunk-frames must be a whole number >= 1 or 'auto', got {self.chunk_frames!r}")
+        if self.precision is not None:
+            if not 1e-6 <= self.precision:
+                raise UsageError(
+                    f"--precision must be at least 1e-6 nm (finer is below float32's resolution "
+                    f"for typical coordinates), got {self.precision}"
+                )
+            if self.contiguous:
+                raise UsageError("--precision needs chunked storage; drop --contiguous")
         compressed = self.compression != "none"
         if self.contiguous and compressed:
             raise UsageError("--contiguous stores data uncompressed; drop --compression or --contiguous")
@@ -142,7 +164,80 @@ class Layout:
     @property
     def filtered(self):
         """True when the value datasets go through an HDF5 filter (collective writes only)."""
-        return self.compression != "none"
+        return self.compression != "none" or self.precision is not None
+
+    @property
+    def scaleoffset_digits(self):
+        """Decimal digits kept for :attr:`precision` (nm): the grid step ``10**-digits <= precision``."""
+        if self.precision is None:
+            return None
+        return max(0, math.ceil(-math.log10(self.precision) - 1e-9))
+
+    @property
+    def stored_precision(self):
+        """The grid step positions are rounded to (nm); errors are at most half of it."""
+        digits = self.scaleoffset_digits
+        return None if digits is None else 10.0 ** -digits
+
+    def quantize(self, positions):
+        """Round *positions* (nm, float32, in place) to the nearest multiple of the grid step.
+
+        HDF5's scale-offset filter alone does not round to the nearest step: measured here,
+        it erred by up to a whole step (0.000998 nm with 3 digits). Values already on the
+        grid pass through it unchanged (to float32 rounding), so rounding them first makes
+        the error bound ``step / 2`` hold while the filter packs them as small integers.
+        """
+        step = self.stored_precision
+        np.multiply(np.rint(positions / np.float64(step)), step, out=positions, casting="unsafe")
+        return positions
+
+    def plan_chunks(self, n_frames, n_atoms):
+        """Resolve ``chunk_frames="auto"`` and the stripe alignment for *n_atoms* atoms.
+
+        Auto chunks hold as many whole frames as fit in the target size: the stripe size
+        when given, else :data:`AUTO_CHUNK_BYTES` (h5py's default chunk cache, so a reader
+        keeps a whole chunk cached); one frame when a frame alone is larger. With a stripe
+        size, chunk addresses are aligned to stripes when a chunk fills at least half a
+        stripe (smaller chunks would waste most of each stripe) and the data are not
+        compressed (compressed chunks vary in size).
+        """
+        frame_bytes = n_atoms * 3 * 4
+        if self.chunk_frames == "auto":
+            target = self.stripe_size or AUTO_CHUNK_BYTES
+            frames = max(1, min(target // frame_bytes, max(1, n_frames)))
+            basis = f"stripe size {target} B" if self.stripe_size else f"target {target} B (HDF5's default chunk cache)"
+            if frame_bytes > target:
+                self.chunk_reason = f"auto: one frame ({frame_bytes} B) is larger than the {basis}; 1 frame per chunk"
+            else:
+                self.chunk_reason = (
+                    f"auto: {frames} frames of {frame_bytes} B = {frames * frame_bytes} B per chunk, "
+                    f"the most whole frames within the {basis}"
+                )
+            self.chunk_frames = int(frames)
+        elif self.chunk_reason is None:
+            self.chunk_reason = f"asked: {self.chunk_frames} frame(s) per chunk"
+        if self.contiguous:
+            self.chunk_reason = "contiguous storage (no chunks)"
+        chunk_bytes = self.chunk_frames * frame_bytes
+        if self.stripe_size is None:
+            self.alignment_reason = "no stripe size given"
+        elif self.contiguous or self.filtered:
+            self.alignment_reason = "not aligned: only uncompressed chunked data are aligned to stripes"
+        elif chunk_bytes * 2 < self.stripe_size:
+            self.alignment_reason = (
+                f"not aligned: chunks of {chunk_bytes} B fill less than half a {self.stripe_size} B "
+                "stripe (use --chunk-frames auto)"
+            )
+        else:
+            self.alignment = self.stripe_size
+            self.alignment_reason = f"chunks aligned to {self.stripe_size} B stripes"
+        return self
+
+    def file_options(self):
+        """Keyword arguments for ``h5py.File`` when creating the file (alignment)."""
+        if not self.alignment:
+            return {}
+        return {"alignment_threshold": self.alignment // 2, "alignment_interval": self.alignment}
 
     def chunk_shape(self, n_frames, n_atoms):
         """Chunk shape of a ``(n_frames, n_atoms, 3)`` dataset, or None when contiguous."""
@@ -153,7 +248,7 @@ class Layout:
     def dataset_options(self, n_frames, n_atoms):
         """Keyword arguments for ``h5py.Group.create_dataset`` of a per-atom value dataset."""
         options = {"chunks": self.chunk_shape(n_frames, n_atoms), "fill_time": "never"}
-        if self.filtered:
+        if self.compression != "none":
             options["compression"] = self.compression
             if self.compression == "gzip":
                 options["compression_opts"] = self.compression_level
@@ -228,13 +323,16 @@ def create_trajectory(h5file, n_frames, n_atoms, fields, periodic, layout):
     owner = None
     for name in fields:
         element, unit = ELEMENTS[name]
+        options = layout.dataset_options(n_frames, n_atoms)
+        if name == "positions" and layout.precision is not None:
+            options["scaleoffset"] = layout.scaleoffset_digits
         value = group.create_dataset(
-            f"{element}/value",
-            shape=(n_frames, n_atoms, 3),
-            dtype=np.float32,
-            **layout.dataset_options(n_frames, n_atoms),
+            f"{element}/value", shape=(n_frames, n_atoms, 3), dtype=np.float32, **options
         )
         value.attrs["unit"] = unit
+        if "scaleoffset" in options:
+            # absolute error bound of the stored values is precision / 2 (in `unit`)
+            value.attrs["precision"] = np.float64(layout.stored_precision)
         datasets[name] = value
         if owner is None:
             owner = element

@@ -19,7 +19,7 @@ from .options import atom_options, emit_json, frame_options, human_bytes, layout
 @click.option("--author", default=None, help="Author name recorded in /h5md/author. Default: the user name.")
 @run_options
 def command(inputs, output, topology, select, start, stop, step, velocities, forces, on_overlap,
-            chunk_frames, contiguous, compression, compression_level, shuffle, stripe_count,
+            chunk_frames, precision, contiguous, compression, compression_level, shuffle, stripe_count,
             stripe_size, block_size, author, force, progress, as_json):
     """Convert XTC, TRR or DCD trajectories into one H5MD 1.1 file.
 
@@ -40,7 +40,7 @@ def command(inputs, output, topology, select, start, stop, step, velocities, for
         list(inputs), output, comm=comm, topology=topology, select=select, start=start,
         stop=stop, step=step, velocities=velocities, forces=forces, on_overlap=on_overlap,
         chunk_frames=chunk_frames, contiguous=contiguous, compression=compression,
-        compression_level=compression_level, shuffle=shuffle, stripe_count=stripe_count,
+        compression_level=compression_level, shuffle=shuffle, precision=precision, stripe_count=stripe_count,
         stripe_size=stripe_size, force=force, progress=progress, block_bytes=block_size,
         author=author,
     )
@@ -56,13 +56,16 @@ def command(inputs, output, topology, select, start, stop, step, velocities, for
         compression += f" level {layout['compression_level']}"
     if layout["shuffle"]:
         compression += " + shuffle"
+    if layout["precision"] is not None:
+        compression = f"scale-offset {layout['precision']} nm + {compression}"
     click.echo(
         f"wrote {summary['output']}: {summary['n_frames']} frames x {summary['n_atoms']} atoms "
         f"({', '.join(summary['fields'])}), {human_bytes(summary['bytes'])}"
     )
     click.echo(f"layout: {chunks}, compression {compression}, box {'periodic' if summary['periodic'] else 'none'}")
+    click.echo(f"chunks: {layout['chunk_reason']}")
     if layout["stripe_count"] is not None or layout["stripe_size"] is not None:
-        click.echo(f"striping: {summary['stripe_applied']}")
+        click.echo(f"striping: lfs setstripe {summary['stripe_applied']}; {layout['alignment_reason']}")
     click.echo(
         f"{summary['seconds']:.2f} s on {summary['n_ranks']} rank(s): "
         f"{summary['frames_per_second']:.0f} frames/s, {summary['megabytes_per_second']:.1f} MB/s"

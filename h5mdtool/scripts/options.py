@@ -24,6 +24,23 @@ class SizeType(click.ParamType):
 SIZE = SizeType()
 
 
+class ChunkFrames(click.ParamType):
+    """A positive frame count or ``auto``."""
+
+    name = "K|auto"
+
+    def convert(self, value, param, ctx):
+        if value == "auto" or isinstance(value, int):
+            return value
+        try:
+            frames = int(value)
+        except ValueError:
+            self.fail(f"{value!r} is neither a whole number nor 'auto'", param, ctx)
+        if frames < 1:
+            self.fail(f"{value} is not >= 1", param, ctx)
+        return frames
+
+
 def compose(*decorators):
     def apply(function):
         for decorator in reversed(decorators):
@@ -49,7 +66,8 @@ segment_options = compose(
 )
 
 layout_options = compose(
-    click.option("--chunk-frames", type=click.IntRange(min=1), default=1, show_default=True, help="Frames per HDF5 chunk; chunks are (K, n_atoms, 3) so a frame is never split."),
+    click.option("--chunk-frames", type=ChunkFrames(), default="1", show_default=True, help="Frames per HDF5 chunk; chunks are (K, n_atoms, 3) so a frame is never split. 'auto': as many whole frames as fit in the stripe size, or 1 MiB."),
+    click.option("--precision", type=click.FloatRange(min=1e-6), default=None, help="Store positions lossily, absolute error at most PRECISION/2 nm per coordinate (HDF5's built-in scale-offset filter; any HDF5 reader opens the file). XTC's own precision is 0.001. Default: lossless."),
     click.option("--contiguous", is_flag=True, help="Store positions without chunks (uncompressed only)."),
     click.option("--compression", type=click.Choice(COMPRESSIONS), default="none", show_default=True, help="HDF5 filter for per-atom data. gzip and lzf are lossless; parallel writes stay collective."),
     click.option("--compression-level", type=click.IntRange(0, 9), default=None, help="gzip level 0-9. Default: 4."),

@@ -1,0 +1,104 @@
+"""Issue 6 layout features: chunk planner, stripe alignment, lossy --precision."""
+
+import os
+
+import h5py
+import numpy as np
+import pytest
+
+from h5mdtool import convert
+from h5mdtool.errors import UsageError
+from h5mdtool.layout import AUTO_CHUNK_BYTES, Layout, read_provenance
+
+
+@pytest.mark.parametrize(
+    "n_atoms, stripe_size, expected",
+    [
+        (3341, None, AUTO_CHUNK_BYTES // (3341 * 12)),  # AdK: 26 frames of 40 KB in 1 MiB
+        (214, None, AUTO_CHUNK_BYTES // (214 * 12)),  # C-alpha only: 408 frames
+        (47681, None, 1),  # solvated AdK: 572 KB frames, one per chunk
+        (3_000_000, None, 1),  # a frame (36 MB) larger than the target: still one frame
+        (3341, 4 * 1024**2, 4 * 1024**2 // (3341 * 12)),  # follows the stripe size
+    ],
+)
+def test_auto_chunk_frames(n_atoms, stripe_size, expected):
+    layout = Layout(chunk_frames="auto", stripe_size=stripe_size).plan_chunks(100_000, n_atoms)
+    assert layout.chunk_frames == expected
+    assert layout.chunk_frames * n_atoms * 12 <= max(stripe_size or AUTO_CHUNK_BYTES, n_atoms * 12)
+    assert layout.chunk_reason.startswith("auto:")
+
+
+def test_auto_never_exceeds_frame_count():
+    assert Layout(chunk_frames="auto").plan_chunks(5, 10).chunk_frames == 5
+
+
+def test_alignment_rules():
+    aligned = Layout(chunk_frames="auto", stripe_size="1M").plan_chunks(1000, 3341)
+    assert aligned.alignment == 1024**2
+    assert aligned.file_options() == {"alignment_threshold": 512 * 1024, "alignment_interval": 1024**2}
+    small = Layout(chunk_frames=1, stripe_size="1M").plan_chunks(1000, 3341)
+    assert small.alignment is None and "less than half" in small.alignment_reason
+    compressed = Layout(chunk_frames="auto", stripe_size="1M", compression="gzip").plan_chunks(1000, 3341)
+    assert compressed.alignment is None and compressed.file_options() == {}
+
+
+@pytest.mark.parametrize("precision, digits", [(0.001, 3), (0.002, 3), (0.01, 2), (1.0, 0), (5.0, 0), (0.00025, 4)])
+def test_precision_digits(precision, digits):
+    layout = Layout(precision=precision)
+    assert layout.scaleoffset_digits == digits
+    assert layout.stored_precision <= precision
+
+
+@pytest.mark.parametrize("options", [{"precision": 0}, {"precision": 1e-9}, {"precision": 0.001, "contiguous": True}, {"chunk_frames": "many"}])
+def test_layout_refusals(options):
+    with pytest.raises(UsageError):
+        Layout(**options)
+
+
+@pytest.mark.mpi
+def test_chunks_aligned_to_stripes(comm, shared_tmp, adk):
+    output = os.path.join(shared_tmp, "aligned.h5md")
+    convert(adk[1], output, comm=comm, chunk_frames="auto", stripe_size="256K", progress=False)
+    comm.Barrier()
+    with h5py.File(output, "r") as f:
+        value = f["particles/trajectory/position/value"]
+        assert value.chunks == (256 * 1024 // (3341 * 12), 3341, 3)
+        offsets = [value.id.get_chunk_info(i).byte_offset for i in range(value.id.get_num_chunks())]
+        record = read_provenance(f)
+    assert len(offsets) == -(-98 // value.chunks[0])
+    assert all(offset % (256 * 1024) == 0 for offset in offsets)
+    assert record["layout"]["alignment"] == 256 * 1024
+    assert record["layout"]["chunk_reason"].startswith("auto:")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("precision", [0.001, 0.02])
+def test_precision_bound_every_coordinate(comm, shared_tmp, adk, adk_frames, precision):
+    """Lossy positions stay within precision/2 of the source (plus float32 rounding)."""
+    output = os.path.join(shared_tmp, "lossy.h5md")
+    convert(adk[1], output, comm=comm, precision=precision, compression="gzip", progress=False)
+    comm.Barrier()
+    with h5py.File(output, "r") as f:
+        value = f["particles/trajectory/position/value"]
+        stored = value[:]
+        recorded = value.attrs["precision"]
+        assert value.scaleoffset is not None
+    source = adk_frames.astype(np.float64)
+    error = np.abs(stored.astype(np.float64) - source)
+    # float32 cannot hold the grid values exactly: allow a few units in the last place
+    rounding = 4 * np.spacing(np.maximum(np.abs(source), 1.0).astype(np.float32)).astype(np.float64)
+    assert recorded <= precision
+    assert np.all(error <= recorded / 2 + rounding)
+    assert error.max() > recorded / 4  # really lossy: values moved to the grid
+
+
+def test_precision_file_smaller_than_lossless(tmp_path, solvated):
+    lossless = str(tmp_path / "lossless.h5md")
+    lossy = str(tmp_path / "lossy.h5md")
+    convert(solvated["XTC"], lossless, compression="gzip", progress=False)
+    convert(solvated["XTC"], lossy, compression="gzip", precision=0.001, progress=False)
+    assert os.path.getsize(lossy) < 0.8 * os.path.getsize(lossless)
+    # XTC is itself stored at 0.001 nm: the values come back exactly to that grid
+    with h5py.File(lossless, "r") as a, h5py.File(lossy, "r") as b:
+        x, y = a["particles/trajectory/position/value"][:2], b["particles/trajectory/position/value"][:2]
+    np.testing.assert_allclose(y, x, atol=0.0005 + 1e-6)
