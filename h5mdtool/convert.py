@@ -236,6 +236,19 @@ def _check_rank_boundaries(comm, edges, slices):
         last_step = last
 
 
+def _carry_over(plan):
+    """Rank 0, H5MD input only: copy what convert did not rewrite (see :mod:`.relayout`)."""
+    sources = [s for s in plan.index.segments if s.format == "H5MD"]
+    if len(sources) != 1 or len(plan.index.segments) != 1:
+        return None
+    from .relayout import carry_over
+
+    source = sources[0]
+    frames = plan.frames
+    selected = plan.atom_indices is not None or (frames.start, frames.stop, frames.step) != (0, source.n_frames, 1)
+    return carry_over(source.path, plan.temporary, source.h5md["group"], selected)
+
+
 def write_h5md_file(path, plan, layout, *, comm, bar, block_bytes=DEFAULT_BLOCK_BYTES, author=None):
     """Write the frames of *plan* into a new H5MD file at *path* (collective).
 
@@ -343,7 +356,9 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, start=None
         with progress_bar(plan.n_frames, "convert", comm, enabled=progress) as bar:
             write_h5md_file(plan.temporary, plan, layout, comm=comm, bar=bar,
                             block_bytes=block_bytes, author=author)
+        relayout = None
         if comm.rank == 0:
+            relayout = _carry_over(plan)
             publish(plan.temporary, plan.output)
         comm.Barrier()
     seconds = time.perf_counter() - started
@@ -357,6 +372,7 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, start=None
         "periodic": plan.index.periodic,
         "layout": layout.describe(),
         "stripe_applied": plan.provenance["stripe_applied"],
+        "relayout": relayout,
         "n_ranks": comm.size,
         "seconds": seconds,
         "frames_per_second": plan.n_frames / seconds if seconds > 0 else None,

@@ -313,7 +313,9 @@ def create_trajectory(h5file, n_frames, n_atoms, fields, periodic, layout):
     dict
         Datasets by FrameBlock name: the fields, ``step``, ``time`` and ``edges`` if periodic.
     """
-    group = h5file.create_group(PARTICLES)
+    # Creation order: MDAnalysis reads the first group listed under /particles, which must
+    # stay `trajectory` even when other particle groups are added later (relayout).
+    group = h5file.create_group("particles", track_order=True).create_group("trajectory")
     box = group.create_group("box")
     box.attrs["dimension"] = np.int32(3)
     box.attrs["boundary"] = _string_array(["periodic" if periodic else "none"] * 3)

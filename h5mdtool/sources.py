@@ -22,7 +22,14 @@ import numpy as np
 from .errors import InputError, OverlapError, UsageError
 
 #: File extensions h5mdtool reads as trajectories, mapped to format names.
-FORMATS = {".xtc": "XTC", ".trr": "TRR", ".dcd": "DCD"}
+FORMATS = {".xtc": "XTC", ".trr": "TRR", ".dcd": "DCD", ".h5md": "H5MD", ".h5": "H5MD"}
+
+#: H5MD element -> (FrameBlock field, MDAnalysis unit kind, h5mdtool unit).
+H5MD_ELEMENTS = {
+    "position": ("positions", "length", "nm"),
+    "velocity": ("velocities", "speed", "nm/ps"),
+    "force": ("forces", "force", "kJ/(mol*nm)"),
+}
 
 #: How segment overlaps are handled: refuse them, or keep the first copy of each step.
 OVERLAP_POLICIES = ("error", "drop")
@@ -68,6 +75,7 @@ class SegmentInfo:
     offsets: np.ndarray = None
     skip: int = 0
     dcd_header: dict = None
+    h5md: dict = None
 
     @property
     def kept(self):
@@ -235,7 +243,103 @@ def scan_segment(path):
     stat = _file_stat(path)
     if fmt == "DCD":
         return _scan_dcd(path, stat)
+    if fmt == "H5MD":
+        return _scan_h5md(path, stat)
     return _scan_xdr(path, fmt, stat)
+
+
+def _h5md_factor(path, dataset, kind, target):
+    """Factor turning values of *dataset* (unit attribute, H5MD notation) into *target*."""
+    from MDAnalysis import units
+    from MDAnalysis.coordinates.H5MD import H5MDReader
+
+    unit = dataset.attrs.get("unit")
+    if unit is None:
+        return 1.0
+    if isinstance(unit, bytes):
+        unit = unit.decode()
+    table = "velocity" if kind == "speed" else kind
+    try:
+        translated = H5MDReader._unit_translation[table][str(unit)]
+        return float(units.get_conversion_factor(kind, translated, target))
+    except (KeyError, ValueError, TypeError):
+        raise InputError(f"{path}: {dataset.name} has unit {unit!r}, which h5mdtool cannot convert") from None
+
+
+def _h5md_particles(path, handle):
+    """The particle group holding positions: ``trajectory`` if present, else the first."""
+    particles = handle.get("particles")
+    if particles is None:
+        raise InputError(f"{path}: no /particles group: not an H5MD trajectory")
+    names = sorted(particles)
+    names = (["trajectory"] if "trajectory" in names else []) + [n for n in names if n != "trajectory"]
+    for name in names:
+        group = particles[name]
+        if "position" in group and "value" in group["position"]:
+            return name
+    raise InputError(f"{path}: no /particles/<group>/position/value dataset")
+
+
+def _h5md_series(group, name, n_frames):
+    """Step or time of an H5MD element: explicit (1-D) or fixed (scalar, with offset)."""
+    dataset = group.get(name)
+    if dataset is None:
+        return None
+    if dataset.shape == ():
+        offset = dataset.attrs.get("offset", 0)
+        return float(offset) + float(dataset[()]) * np.arange(n_frames)
+    return dataset[:]
+
+
+def _scan_h5md(path, stat):
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as handle:
+            name = _h5md_particles(path, handle)
+            group = handle["particles"][name]
+            value = group["position/value"]
+            if value.ndim != 3 or value.shape[2] != 3:
+                raise InputError(f"{path}: position/value has shape {value.shape}, expected (n, N, 3)")
+            n_frames, n_atoms = int(value.shape[0]), int(value.shape[1])
+            if n_frames < 1:
+                raise InputError(f"{path}: position/value holds no frames")
+            steps = _h5md_series(group["position"], "step", n_frames)
+            if steps is None or len(steps) != n_frames:
+                raise InputError(f"{path}: position/step is missing or does not match position/value")
+            factors = {"positions": _h5md_factor(path, value, "length", "nm")}
+            present = {"positions": True}
+            for element, (field, kind, target) in H5MD_ELEMENTS.items():
+                if element != "position":
+                    present[field] = element in group and "value" in group[element] and group[f"{element}/value"].shape == value.shape
+                    if present[field]:
+                        factors[field] = _h5md_factor(path, group[f"{element}/value"], kind, target)
+            time = group["position"].get("time")
+            factors["time"] = 1.0 if time is None else _h5md_factor(path, time, "time", "ps")
+            box = group.get("box")
+            boundary = [] if box is None else [b.decode() if isinstance(b, bytes) else str(b) for b in np.atleast_1d(box.attrs.get("boundary", []))]
+            periodic = bool(box is not None and "edges" in box and boundary and all(b == "periodic" for b in boundary))
+            if periodic:
+                edges = box["edges"]["value"] if isinstance(box["edges"], h5py.Group) else box["edges"]
+                factors["edges"] = _h5md_factor(path, edges, "length", "nm")
+    except InputError:
+        raise
+    except (OSError, KeyError, ValueError, TypeError, RuntimeError) as error:
+        raise InputError(f"{path}: not a readable H5MD file ({_reason(error)})") from None
+    return SegmentInfo(
+        path=path,
+        format="H5MD",
+        n_atoms=n_atoms,
+        n_frames=n_frames,
+        first_step=int(steps[0]),
+        last_step=int(steps[-1]),
+        size=stat.st_size,
+        mtime=stat.st_mtime,
+        periodic=periodic,
+        has_velocities=present["velocities"],
+        has_forces=present["forces"],
+        h5md={"group": f"particles/{name}", "factors": factors},
+    )
 
 
 def _leading_overlap(segment, last_step):
@@ -247,6 +351,12 @@ def _leading_overlap(segment, last_step):
     if segment.format == "DCD":
         header = segment.dcd_header
         return int((last_step - header["istart"]) // header["nsavc"] + 1)
+    if segment.format == "H5MD":
+        import h5py
+
+        with h5py.File(segment.path, "r") as handle:
+            steps = _h5md_series(handle[segment.h5md["group"]]["position"], "step", segment.n_frames)
+        return int(np.searchsorted(np.asarray(steps), last_step, side="right"))
     from MDAnalysis.lib.formats.libmdaxdr import TRRFile, XTCFile
 
     opener = XTCFile if segment.format == "XTC" else TRRFile
@@ -500,6 +610,65 @@ class DCDSegmentReader(SegmentReader):
         self.handle.close()
 
 
+class H5MDSegmentReader(SegmentReader):
+    """H5MD file (relayout): blocks of frames read with h5py, converted to h5mdtool's units."""
+
+    def __init__(self, info, atom_indices=None):
+        super().__init__(info, atom_indices)
+        import h5py
+
+        try:
+            self.handle = h5py.File(info.path, "r")
+        except OSError as error:
+            raise self.error(0, error) from None
+        self.group = self.handle[info.h5md["group"]]
+        self.factors = info.h5md["factors"]
+        n = info.n_frames
+        self.steps = _h5md_series(self.group["position"], "step", n).astype(np.int64)
+        times = _h5md_series(self.group["position"], "time", n)
+        self.times = (self.steps.astype(np.float64) if times is None else np.asarray(times, np.float64)) * self.factors["time"]
+        self.edges = None
+        if info.periodic:
+            edges = self.group["box/edges"]
+            edges = edges["value"] if "value" in edges else edges
+            self.edges = edges
+
+    def _box(self, selection, count):
+        edges = self.edges
+        if edges.ndim in (1, 2):  # fixed in time: (3,) diagonal or (3, 3)
+            data = np.broadcast_to(edges[()], (count,) + edges.shape)
+        else:
+            data = edges[selection]
+        data = np.asarray(data, dtype=np.float64) * self.factors["edges"]
+        return np.stack([np.diag(row) for row in data]) if data.ndim == 2 else data
+
+    def read(self, local_frames, block, row):
+        local_frames = np.asarray(local_frames, dtype=np.int64)
+        count = len(local_frames)
+        first, last = int(local_frames[0]), int(local_frames[-1])
+        contiguous = last - first + 1 == count
+        selection = np.s_[first:last + 1] if contiguous else local_frames
+        rows = slice(row, row + count)
+        try:
+            for element, (field, _, _) in H5MD_ELEMENTS.items():
+                target = getattr(block, field)
+                if target is None:
+                    continue
+                data = self.group[f"{element}/value"][selection]
+                if self.atom_indices is not None:
+                    data = np.take(data, self.atom_indices, axis=1)
+                np.multiply(data, self.factors[field], out=target[rows], casting="unsafe")
+            block.edges[rows] = 0.0 if self.edges is None else self._box(selection, count)
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise self.error(first, error) from None
+        block.step[rows] = self.steps[local_frames]
+        block.time[rows] = self.times[local_frames]
+        return row + count
+
+    def close(self):
+        self.handle.close()
+
+
 def angstrom_to_nm(values):
     """Angstrom to nm, correctly rounded to float32 (within half a unit in the last place).
 
@@ -528,7 +697,7 @@ def dcd_unitcell_to_edges(unitcells):
     return edges
 
 
-READERS = {"XTC": XDRSegmentReader, "TRR": XDRSegmentReader, "DCD": DCDSegmentReader}
+READERS = {"XTC": XDRSegmentReader, "TRR": XDRSegmentReader, "DCD": DCDSegmentReader, "H5MD": H5MDSegmentReader}
 
 
 class TrajectoryReader:

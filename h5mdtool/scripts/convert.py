@@ -66,6 +66,10 @@ def command(inputs, output, topology, select, start, stop, step, velocities, for
     click.echo(f"chunks: {layout['chunk_reason']}")
     if layout["stripe_count"] is not None or layout["stripe_size"] is not None:
         click.echo(f"striping: lfs setstripe {summary['stripe_applied']}; {layout['alignment_reason']}")
+    if summary.get("relayout"):
+        relayout = summary["relayout"]
+        click.echo(f"carried over from the H5MD input: {len(relayout['copied'])} object(s)"
+                   + (f"; left out: {', '.join(relayout['skipped'])}" if relayout["skipped"] else ""))
     click.echo(
         f"{summary['seconds']:.2f} s on {summary['n_ranks']} rank(s): "
         f"{summary['frames_per_second']:.0f} frames/s, {summary['megabytes_per_second']:.1f} MB/s"

@@ -1,0 +1,127 @@
+"""H5MD input to convert (relayout): rechunk and recompress, carrying everything else over."""
+
+import os
+
+import h5py
+import MDAnalysis as mda
+import numpy as np
+import pytest
+
+from h5mdtool import convert
+from h5mdtool.layout import read_provenance
+
+
+@pytest.fixture(scope="session")
+def foreign():
+    from MDAnalysisTests.datafiles import H5MD_xvf, TPR_xvf
+
+    return TPR_xvf, H5MD_xvf
+
+
+def make_auto_chunked(path, frames_angstrom):
+    """An H5MD file as pyh5md or plain h5py write it: auto chunks, Angstrom and fs, extras."""
+    n_frames, n_atoms, _ = frames_angstrom.shape
+    string = h5py.string_dtype()
+    with h5py.File(path, "w") as f:
+        root = f.create_group("h5md")
+        root.attrs["version"] = np.array([1, 1])
+        root.create_group("author").attrs["name"] = "Someone Else"
+        creator = root.create_group("creator")
+        creator.attrs["name"], creator.attrs["version"] = "pyh5md", "1.0"
+        traj = f.create_group("particles/trajectory")
+        box = traj.create_group("box")
+        box.attrs["dimension"] = 3
+        box.attrs["boundary"] = np.array(["periodic"] * 3, dtype=string)
+        position = traj.create_group("position")
+        position.create_dataset("value", data=frames_angstrom, chunks=True, maxshape=(None, n_atoms, 3))
+        position["value"].attrs["unit"] = "Angstrom"
+        position.create_dataset("step", data=np.arange(n_frames) * 100, maxshape=(None,), chunks=True)
+        position.create_dataset("time", data=np.arange(n_frames) * 2000.0, maxshape=(None,), chunks=True)
+        position["time"].attrs["unit"] = "fs"
+        edges = box.create_group("edges")
+        edges.create_dataset("value", data=np.tile(np.diag([80.0, 81.0, 82.0]), (n_frames, 1, 1)))
+        edges["value"].attrs["unit"] = "Angstrom"
+        edges["step"], edges["time"] = position["step"], position["time"]
+        traj.create_dataset("species", data=np.arange(n_atoms) % 5)
+        f.create_dataset("particles/solvent/position/value", data=np.zeros((n_frames, 4, 3)))
+        f.create_dataset("connectivity/bonds", data=np.array([[0, 1], [1, 2]]))
+        f.create_dataset("observables/energy/value", data=np.linspace(-1, 1, n_frames))
+        f.create_group("parameters/simulation").attrs["thermostat"] = "v-rescale"
+    return path
+
+
+@pytest.mark.mpi
+def test_relayout_foreign_file(comm, shared_tmp, foreign):
+    topology, source = foreign
+    output = os.path.join(shared_tmp, "relayout.h5md")
+    summary = convert(source, output, comm=comm, compression="gzip", chunk_frames="auto", progress=False)
+    assert summary["fields"] == ["positions", "velocities", "forces"]
+    comm.Barrier()
+    a, b = mda.Universe(topology, source), mda.Universe(topology, output)
+    for x, y in zip(a.trajectory, b.trajectory):
+        np.testing.assert_array_equal(y.positions, x.positions)
+        np.testing.assert_array_equal(y.velocities, x.velocities)
+        np.testing.assert_array_equal(y.forces, x.forces)
+        np.testing.assert_allclose(y.dimensions, x.dimensions)
+        assert y.time == x.time and y.data["step"] == x.data["step"]
+        assert y.data["lambda"] == x.data["lambda"]  # observables carried over
+    with h5py.File(source, "r") as f, h5py.File(output, "r") as g:
+        np.testing.assert_array_equal(g["observables/lambda/value"][:], f["observables/lambda/value"][:])
+        assert g["h5md/author"].attrs["name"] == f["h5md/author"].attrs["name"]
+        assert g["h5md/creator"].attrs["name"] == "h5mdtool"
+        record = read_provenance(g)
+    assert record["relayout"]["source_creator"]["name"] == "MDAnalysis"
+    assert "/observables" in record["relayout"]["copied"]
+
+
+@pytest.mark.mpi
+def test_relayout_auto_chunked(comm, shared_tmp, adk_frames):
+    source = os.path.join(shared_tmp, "auto.h5md")
+    angstrom = adk_frames[:30] * 10
+    if comm.rank == 0:
+        make_auto_chunked(source, angstrom)
+    comm.Barrier()
+    with h5py.File(source, "r") as f:
+        assert f["particles/trajectory/position/value"].chunks[0] > 1  # frames share chunks
+    output = os.path.join(shared_tmp, "rechunked.h5md")
+    convert(source, output, comm=comm, progress=False)
+    comm.Barrier()
+    with h5py.File(output, "r") as g:
+        value = g["particles/trajectory/position/value"]
+        assert value.chunks == (1, 3341, 3) and value.attrs["unit"] == "nm"
+        np.testing.assert_allclose(value[:], angstrom / 10, rtol=2.5e-7)
+        np.testing.assert_array_equal(g["particles/trajectory/position/step"][:], np.arange(30) * 100)
+        np.testing.assert_allclose(g["particles/trajectory/position/time"][:], np.arange(30) * 2.0)  # fs -> ps
+        np.testing.assert_allclose(g["particles/trajectory/box/edges/value"][0], np.diag([8.0, 8.1, 8.2]), rtol=1e-6)
+        np.testing.assert_array_equal(g["particles/trajectory/species"][:], np.arange(3341) % 5)
+        assert g["particles/solvent/position/value"].shape == (30, 4, 3)
+        np.testing.assert_array_equal(g["connectivity/bonds"][:], [[0, 1], [1, 2]])
+        assert g["observables/energy/value"].shape == (30,)
+        assert g["parameters/simulation"].attrs["thermostat"] == "v-rescale"
+        assert g["h5md/author"].attrs["name"] == "Someone Else"
+    copy = mda.Universe(output)
+    np.testing.assert_allclose(copy.trajectory[29].positions, angstrom[29], rtol=3e-7, atol=1e-5)
+
+
+def test_relayout_with_selection_leaves_out_mismatching_objects(tmp_path, adk_frames):
+    source = make_auto_chunked(str(tmp_path / "auto.h5md"), adk_frames[:10] * 10)
+    output = str(tmp_path / "every_other.h5md")
+    summary = convert(source, output, step=2, progress=False)
+    assert summary["n_frames"] == 5
+    skipped = " ".join(summary["relayout"]["skipped"])
+    assert "/observables" in skipped and "species" in skipped and "solvent" in skipped
+    with h5py.File(output, "r") as g:
+        assert "observables" not in g and "connectivity" in g
+        np.testing.assert_array_equal(g["particles/trajectory/position/step"][:], [0, 200, 400, 600, 800])
+
+
+def test_h5md_input_errors(tmp_path):
+    bad = tmp_path / "bad.h5md"
+    with h5py.File(bad, "w") as f:
+        f.create_group("particles/trajectory/velocity")
+    with pytest.raises(Exception, match="position/value"):
+        convert(str(bad), str(tmp_path / "o.h5md"), progress=False)
+    text = tmp_path / "text.h5md"
+    text.write_text("not hdf5")
+    with pytest.raises(Exception, match="not a readable H5MD file"):
+        convert(str(text), str(tmp_path / "o.h5md"), progress=False)
