@@ -9,5 +9,6 @@ __version__ = "0.1.0"
 
 from .errors import H5mdToolError  # noqa: E402
 from .convert import convert  # noqa: E402
+from .split import split  # noqa: E402
 
-__all__ = ["__version__", "H5mdToolError", "convert"]
+__all__ = ["__version__", "H5mdToolError", "convert", "split"]

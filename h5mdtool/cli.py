@@ -70,9 +70,9 @@ def cli(debug):
 
 
 def _register():
-    from .scripts import convert
+    from .scripts import convert, split
 
-    for module in (convert,):
+    for module in (convert, split):
         cli.add_command(module.command)
 
 
