@@ -32,7 +32,7 @@ from .mpi import (
 from .outputs import check_output_directory, publish, remove_quietly, temporary_name
 from .progress import progress_bar
 from .provenance import base_record
-from .sources import scan
+from .sources import detect_format, scan
 
 FORMATS = ("same", "h5md")
 EXTENSIONS = {"XTC": ".xtc", "TRR": ".trr", "DCD": ".dcd", "H5MD": ".h5md"}
@@ -68,6 +68,8 @@ def _plan(comm, inputs, outdir, nparts, *, part_format, on_overlap, force, layou
     for source in inputs:
         if os.path.abspath(source).startswith(os.path.abspath(outdir) + os.sep):
             raise UsageError(f"{source} lies inside the output directory {outdir}")
+    if part_format == "same" and len({detect_format(path) for path in inputs}) > 1:
+        raise UsageError("--format same needs inputs of one format; use --format h5md to mix them")
     index = scan(inputs, on_overlap=on_overlap)
     if nparts > index.n_frames:
         raise UsageError(
@@ -75,8 +77,6 @@ def _plan(comm, inputs, outdir, nparts, *, part_format, on_overlap, force, layou
         )
     formats = index.formats
     if part_format == "same":
-        if len(formats) != 1:
-            raise UsageError(f"--format same needs inputs of one format, got {', '.join(formats)}")
         fmt = formats[0]
         if fmt == "H5MD":
             raise UsageError("--format same copies XTC, TRR or DCD frames; for H5MD input use --format h5md")

@@ -1,0 +1,174 @@
+"""h5mdtool split: parts equal the source (bytes and MDAnalysis), manifest, ranks, errors."""
+
+import json
+import os
+
+import MDAnalysis as mda
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from h5mdtool import split
+from h5mdtool.cli import cli
+from h5mdtool.errors import InputError, OutputError, UsageError
+from h5mdtool.manifest import read_manifest
+
+
+def part_universes(topology, manifest):
+    return [mda.Universe(topology, part.path) for part in manifest.parts]
+
+
+def assert_parts_match(topology, source, manifest, exact=True):
+    whole = mda.Universe(topology, source)
+    frame = 0
+    for part in part_universes(topology, manifest):
+        for ts in part.trajectory:
+            reference = whole.trajectory[frame]
+            if exact:
+                np.testing.assert_array_equal(ts.positions, reference.positions)
+            else:
+                np.testing.assert_allclose(ts.positions, reference.positions, rtol=2.5e-7, atol=1e-6)
+            assert ts.time == pytest.approx(reference.time, rel=1e-6, abs=1e-9)
+            if reference.dimensions is None:
+                assert ts.dimensions is None
+            else:
+                np.testing.assert_allclose(ts.dimensions, reference.dimensions, rtol=1e-5)
+            if reference.has_velocities:
+                np.testing.assert_array_equal(ts.velocities, reference.velocities)
+            frame += 1
+    assert frame == whole.trajectory.n_frames
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nparts", [1, 2, 3, 7])
+@pytest.mark.parametrize("fmt", ["XTC", "TRR"])
+def test_xdr_parts_are_the_source_bytes(comm, shared_tmp, solvated, fmt, nparts):
+    outdir = os.path.join(shared_tmp, "parts")
+    summary = split(solvated[fmt], outdir, nparts, comm=comm, progress=False)
+    comm.Barrier()
+    manifest = read_manifest(outdir)
+    assert len(manifest.parts) == nparts and manifest.format == fmt
+    sizes = [part.n_frames for part in manifest.parts]
+    assert max(sizes) - min(sizes) <= 1 and sum(sizes) == 10
+    assert [p.relative_path for p in manifest.parts] == sorted(p.relative_path for p in manifest.parts)
+    joined = b"".join(open(part.path, "rb").read() for part in manifest.parts)
+    assert joined == open(solvated[fmt], "rb").read()
+    for part in manifest.parts:
+        assert os.path.getsize(part.path) == part.bytes
+    if comm.rank == 0:
+        assert summary["n_parts"] == nparts
+    else:
+        assert summary is None
+    assert_parts_match(solvated["topology"], solvated[fmt], manifest)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nparts", [1, 4, 5])
+def test_dcd_parts(comm, shared_tmp, adk, nparts):
+    outdir = os.path.join(shared_tmp, "dcd-parts")
+    split(adk[1], outdir, nparts, comm=comm, progress=False)
+    comm.Barrier()
+    manifest = read_manifest(os.path.join(outdir, "manifest.json"))
+    assert_parts_match(adk[0], adk[1], manifest)
+    from MDAnalysis.lib.formats.libdcd import DCDFile
+
+    for part in manifest.parts:
+        with DCDFile(part.path) as dcd:
+            assert dcd.n_frames == part.n_frames
+            assert dcd.header["istart"] == 1000 + 1000 * part.start
+            assert dcd.header["nsavc"] == 1000
+
+
+@pytest.mark.mpi
+def test_h5md_parts_keep_global_step_and_time(comm, shared_tmp, solvated):
+    outdir = os.path.join(shared_tmp, "h5md-parts")
+    split(solvated["TRR"], outdir, 3, comm=comm, format="h5md", compression="gzip", progress=False)
+    comm.Barrier()
+    manifest = read_manifest(outdir)
+    assert manifest.format == "H5MD"
+    assert_parts_match(solvated["topology"], solvated["TRR"], manifest)
+    whole = mda.Universe(solvated["topology"], solvated["TRR"])
+    last = part_universes(solvated["topology"], manifest)[-1]
+    assert last.trajectory[0].data["step"] == whole.trajectory[manifest.parts[-1].start].data["step"]
+
+
+@pytest.mark.mpi
+def test_segments_and_more_ranks_than_parts(comm, shared_tmp, adk_segments):
+    outdir = os.path.join(shared_tmp, "seg-parts")
+    split(adk_segments["parts"], outdir, 2, comm=comm, progress=False)
+    comm.Barrier()
+    manifest = read_manifest(outdir)
+    assert [p.n_frames for p in manifest.parts] == [49, 49]
+    whole = open(adk_segments["whole"], "rb").read()
+    assert b"".join(open(p.path, "rb").read() for p in manifest.parts) == whole
+    assert [s["path"].endswith(f"part{n}.xtc") for n, s in enumerate(manifest.source)] == [True] * 3
+
+
+def test_manifest_contents(tmp_path, solvated):
+    outdir = tmp_path / "parts"
+    split(solvated["XTC"], str(outdir), 3, progress=False)
+    document = json.loads((outdir / "manifest.json").read_text())
+    assert document["manifest_version"] == 1 and document["kind"] == "h5mdtool-split"
+    assert document["n_frames"] == 10 and document["n_atoms"] == 47681 and document["format"] == "XTC"
+    assert document["source"][0]["size"] == os.path.getsize(solvated["XTC"])
+    assert [(p["start"], p["stop"]) for p in document["parts"]] == [(0, 4), (4, 7), (7, 10)]
+    assert sorted(os.listdir(outdir)) == ["manifest.json", "part-0001.xtc", "part-0002.xtc", "part-0003.xtc"]
+
+
+def test_refusals(tmp_path, solvated, adk):
+    with pytest.raises(UsageError, match="more than the 10 frames"):
+        split(solvated["XTC"], str(tmp_path / "a"), 11, progress=False)
+    assert not (tmp_path / "a").exists()
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "keep.txt").write_text("mine")
+    with pytest.raises(OutputError, match="not empty"):
+        split(solvated["XTC"], str(busy), 2, progress=False)
+    assert (busy / "keep.txt").read_text() == "mine"
+    split(solvated["XTC"], str(busy), 2, force=True, progress=False)
+    assert not (busy / "keep.txt").exists()
+    with pytest.raises(UsageError, match="one format"):
+        split([solvated["XTC"], solvated["TRR"]], str(tmp_path / "b"), 2, progress=False)
+    with pytest.raises(InputError, match="atoms"):
+        split([solvated["XTC"], adk[1]], str(tmp_path / "c"), 2, progress=False)
+    assert sorted(os.listdir(tmp_path)) == ["busy"]
+
+
+def test_fixed_atom_dcd_refused(tmp_path, adk):
+    import struct
+
+    data = bytearray(open(adk[1], "rb").read())
+    struct.pack_into("<i", data, 40, 5)  # NAMNF: five fixed atoms
+    path = tmp_path / "fixed.dcd"
+    path.write_bytes(bytes(data))
+    with pytest.raises(InputError):
+        split(str(path), str(tmp_path / "out"), 2, progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_read_manifest_checks(tmp_path, solvated):
+    outdir = tmp_path / "parts"
+    split(solvated["XTC"], str(outdir), 2, progress=False)
+    path = outdir / "manifest.json"
+    document = json.loads(path.read_text())
+    document["parts"][1]["start"] = 6
+    path.write_text(json.dumps(document))
+    with pytest.raises(InputError, match="tile"):
+        read_manifest(str(path))
+    path.write_text("{not json")
+    with pytest.raises(InputError, match="not a readable JSON"):
+        read_manifest(str(path))
+
+
+def test_cli(tmp_path, adk):
+    runner = CliRunner()
+    result = runner.invoke(cli, ["split", adk[1], "-n", "4", "-o", str(tmp_path / "p"), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["n_parts"] == 4
+    result = runner.invoke(cli, ["split", adk[1], "-n", "400", "-o", str(tmp_path / "q")])
+    assert result.exit_code == 2 and result.output.startswith("error: --nparts 400")
+    result = runner.invoke(cli, ["split", str(tmp_path / "missing.xtc"), "-n", "2", "-o", str(tmp_path / "r")])
+    assert result.exit_code == 1 and "no such file" in result.output and "Traceback" not in result.output
+    help_text = runner.invoke(cli, ["split", "--help"]).output
+    for option in ("--nparts", "--output", "--format", "--on-overlap", "--compression", "--force", "--json"):
+        assert option in help_text
