@@ -130,7 +130,7 @@ def test_refusals(tmp_path, solvated, adk):
     with pytest.raises(UsageError, match="one format"):
         split([solvated["XTC"], solvated["TRR"]], str(tmp_path / "b"), 2, progress=False)
     with pytest.raises(InputError, match="atoms"):
-        split([solvated["XTC"], adk[1]], str(tmp_path / "c"), 2, progress=False)
+        split([solvated["XTC"], adk[1]], str(tmp_path / "c"), 2, format="h5md", progress=False)
     assert sorted(os.listdir(tmp_path)) == ["busy"]
 
 
