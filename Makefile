@@ -43,6 +43,8 @@ test-mpi:
 	timeout $(MPI_TIMEOUT) $(MPIRUN) -n 3 $(PY) tests/mpi_pytest.py -q -p no:cacheprovider --color=no -m mpi tests
 
 bench: install
+	@command -v gmx >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		echo "[bench] installing GROMACS (peer of split)" && apt-get install -y -qq gromacs >/dev/null; } || true
 	$(PY) benchmarks/run.py
 
 bench-quick: install

@@ -82,5 +82,9 @@ def machine():
 
 
 def remove(path):
-    if os.path.exists(path):
+    import shutil
+
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    elif os.path.exists(path):
         os.remove(path)

@@ -29,7 +29,7 @@ from .mpi import (
     entry_point,
     root_call,
 )
-from .outputs import check_output_directory, publish, remove_quietly, temporary_name
+from .outputs import check_output_directory, preallocate, publish, remove_quietly, temporary_name
 from .progress import progress_bar
 from .provenance import base_record
 from .sources import detect_format, scan
@@ -180,6 +180,9 @@ def _write_dcd_part(path, runs):
     struct.pack_into(order + "ii", head, 8, n_frames, istart)
     struct.pack_into(order + "i", head, 20, n_frames * header["nsavc"])
     with open(path, "wb") as target:
+        preallocate(path, header_size + sum(
+            (last - first + 1) * _dcd_header_fields(segment.path)[2] for segment, first, last in runs
+        ))
         target.write(head)
         for segment, first, last in runs:
             _, segment_header, frame_size = _dcd_header_fields(segment.path)
@@ -191,6 +194,7 @@ def _write_dcd_part(path, runs):
 
 def _write_xdr_part(path, runs):
     with open(path, "wb") as target:
+        preallocate(path, sum(end - begin for begin, end in (_xdr_byte_range(*run) for run in runs)))
         for segment, first, last in runs:
             begin, end = _xdr_byte_range(segment, first, last)
             with open(segment.path, "rb") as source:
