@@ -10,5 +10,6 @@ __version__ = "0.1.0"
 from .errors import H5mdToolError  # noqa: E402
 from .convert import convert  # noqa: E402
 from .split import split  # noqa: E402
+from .bench import bench_rmsd  # noqa: E402
 
-__all__ = ["__version__", "H5mdToolError", "convert", "split"]
+__all__ = ["__version__", "H5mdToolError", "bench_rmsd", "convert", "split"]

@@ -70,9 +70,9 @@ def cli(debug):
 
 
 def _register():
-    from .scripts import convert, split
+    from .scripts import bench, convert, split
 
-    for module in (convert, split):
+    for module in (convert, split, bench):
         cli.add_command(module.command)
 
 
