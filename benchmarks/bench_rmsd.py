@@ -1,0 +1,67 @@
+"""bench rmsd benchmark (issue 5), whole commands, peers in the same run.
+
+On the AdK trajectory (600x; 100x with ``--quick``) converted by h5mdtool (uncompressed,
+(1, N, 3) chunks): ``h5mdtool bench rmsd`` (blocks engine) vs MDAnalysis
+``rms.RMSD(u, select="name CA").run()`` on the same H5MD file (target: >= 12x faster) and on
+the XTC (target: >= 3x faster); and on a gzip H5MD, 2 ranks vs 1 rank (target: >= 1.6x).
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import H5MDTOOL, MPIRUN, check, machine, save, timed  # noqa: E402
+from data import DATA, repeated_xtc, topology  # noqa: E402
+
+MDA_RMSD = (
+    "import sys, warnings; warnings.simplefilter('ignore')\n"
+    "import MDAnalysis as mda; from MDAnalysis.analysis import rms\n"
+    "rms.RMSD(mda.Universe(sys.argv[1], sys.argv[2]), select='name CA').run()\n"
+)
+
+
+def converted(xtc, repeats, *options):
+    name = f"rmsd_{repeats}x{'_' + '_'.join(options).replace('-', '') if options else ''}.h5md"
+    path = os.path.join(DATA, name)
+    if not os.path.exists(path):
+        subprocess.run([H5MDTOOL, "convert", xtc, "-o", path, "--no-progress", *options], check=True, stdout=subprocess.DEVNULL)
+    return path
+
+
+def bench(repeats, repeat):
+    xtc = repeated_xtc(repeats)
+    top = topology()
+    plain = converted(xtc, repeats)
+    gzip = converted(xtc, repeats, "--compression", "gzip")
+    print(f"\n== bench rmsd, AdK {repeats}x", flush=True)
+    run = [H5MDTOOL, "bench", "rmsd"]
+    result = {"repeats": repeats}
+    timed("warm-up", [sys.executable, "-c", MDA_RMSD, top, xtc])
+    result["h5mdtool_h5md"] = timed("h5mdtool bench rmsd on the H5MD (blocks, 1 rank)", run + [plain, "-t", top], repeat)
+    result["mda_h5md"] = timed("MDAnalysis rms.RMSD on the same H5MD", [sys.executable, "-c", MDA_RMSD, top, plain])
+    result["mda_xtc"] = timed("MDAnalysis rms.RMSD on the XTC", [sys.executable, "-c", MDA_RMSD, top, xtc], repeat)
+    result["gzip_1"] = timed("h5mdtool bench rmsd on gzip H5MD, 1 rank", [MPIRUN, "-n", "1"] + run + [gzip, "-t", top], repeat)
+    result["gzip_2"] = timed("h5mdtool bench rmsd on gzip H5MD, 2 ranks", [MPIRUN, "-n", "2"] + run + [gzip, "-t", top], repeat)
+    mine = result["h5mdtool_h5md"]["seconds"]
+    result["checks"] = [
+        check("MDAnalysis on H5MD / h5mdtool", result["mda_h5md"]["seconds"] / mine, 12.0),
+        check("MDAnalysis on XTC / h5mdtool", result["mda_xtc"]["seconds"] / mine, 3.0),
+        check("gzip H5MD: 2 ranks over 1", result["gzip_1"]["seconds"] / result["gzip_2"]["seconds"], 1.6),
+    ]
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    runs = [bench(r, args.repeat) for r in ([100] if args.quick else [100, 600])]
+    save("rmsd_quick" if args.quick else "rmsd", {"machine": machine(), "runs": runs})
+
+
+if __name__ == "__main__":
+    main()
