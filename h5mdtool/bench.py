@@ -306,3 +306,38 @@ def bench_rmsd(path, topology, *, comm=None, select="name CA", ref_frame=0, bloc
         "t_total": min(run["t_total"] for run in runs), "runs": runs,
     }
     return {"rmsd": rmsd, "report": report}
+
+
+def combine_reports(reports):
+    """Scaling table from ``bench rmsd`` reports of one input at several rank counts.
+
+    Each row: ``n_ranks``, ``t_total`` (best repeat), the mean of every phase over ranks,
+    ``speedup`` = t(baseline) * N_baseline / t(N) with the smallest rank count as baseline
+    (the usual S(N) = t1/tN when a 1-rank run is included), and ``efficiency`` = S / N.
+
+    Raises
+    ------
+    UsageError
+        If no report is given, they are not ``bench rmsd`` reports, or their inputs differ.
+    """
+    from .plots import PHASES
+
+    if not reports:
+        raise UsageError("give at least one report (RUN.json)")
+    inputs = {report.get("input", {}).get("path") for report in reports}
+    if any(report.get("benchmark") != "rmsd" for report in reports):
+        raise UsageError("only reports written by 'h5mdtool bench rmsd --out' can be combined")
+    if len(inputs) != 1:
+        raise UsageError(f"the reports measure different inputs: {', '.join(sorted(map(str, inputs)))}")
+    rows = []
+    for report in sorted(reports, key=lambda r: r["n_ranks"]):
+        best = min(report["runs"], key=lambda run: run["t_total"])
+        row = {"n_ranks": report["n_ranks"], "t_total": best["t_total"], "n_frames": report["n_frames"]}
+        for phase in PHASES:
+            row[phase] = statistics.fmean(r[phase] for r in best["ranks"])
+        rows.append(row)
+    base = rows[0]
+    for row in rows:
+        row["speedup"] = base["t_total"] * base["n_ranks"] / row["t_total"]
+        row["efficiency"] = row["speedup"] / row["n_ranks"]
+    return rows

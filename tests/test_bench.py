@@ -132,3 +132,58 @@ def test_cli_outputs(tmp_path, adk, adk_reference):
     assert np.abs(table[:, 2] - adk_reference[:, 2]).max() < 1e-4
     bad = CliRunner().invoke(cli, ["bench", "rmsd", str(tmp_path / "none.xtc"), "-t", adk[0]])
     assert bad.exit_code == 1 and "no such file" in bad.output and "Traceback" not in bad.output
+
+
+def synthetic_report(n_ranks, totals, path="/data/md.h5md"):
+    ranks = [
+        {"rank": r, "n_frames": 10, "t_init_top": 0.1, "t_init_traj": 0.01, "t_io": t / 2, "t_compute": t / 4,
+         "t_wait": 0.0, "t_comm": 0.001, "t_total": t}
+        for r, t in enumerate(totals)
+    ]
+    return {"benchmark": "rmsd", "n_ranks": n_ranks, "n_frames": 10 * n_ranks, "input": {"path": path},
+            "runs": [{"t_total": max(totals), "ranks": ranks, "stragglers": stragglers(totals)}]}
+
+
+def test_report_arithmetic():
+    from h5mdtool.bench import combine_reports
+
+    rows = combine_reports([synthetic_report(4, [2.5, 2.4, 2.5, 2.5]), synthetic_report(1, [8.0]), synthetic_report(2, [4.0, 4.0])])
+    assert [row["n_ranks"] for row in rows] == [1, 2, 4]
+    assert [row["speedup"] for row in rows] == pytest.approx([1.0, 2.0, 3.2])
+    assert [row["efficiency"] for row in rows] == pytest.approx([1.0, 1.0, 0.8])
+    assert rows[2]["t_io"] == pytest.approx((2.5 * 3 + 2.4) / 4 / 2)
+    with pytest.raises(Exception, match="different inputs"):
+        combine_reports([synthetic_report(1, [8.0]), synthetic_report(2, [4.0, 4.0], path="/other.h5md")])
+
+
+def test_report_cli_and_plots(tmp_path, adk):
+    paths = []
+    for n, totals in ((1, [8.0]), (2, [4.0, 4.1])):
+        path = tmp_path / f"run{n}.json"
+        path.write_text(json.dumps(synthetic_report(n, totals)))
+        paths.append(str(path))
+    result = CliRunner().invoke(cli, ["bench", "report", *paths, "--csv", "--plot", str(tmp_path / "scaling.png")])
+    assert result.exit_code == 0, result.output
+    lines = result.output.strip().splitlines()
+    assert lines[0].startswith("n_ranks,t_total,speedup,efficiency")
+    assert lines[2].startswith("2,4.1,1.95122,0.97561")
+    assert (tmp_path / "scaling.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    result = CliRunner().invoke(cli, ["bench", "rmsd", adk[1], "-t", adk[0], "--plot", str(tmp_path / "ranks.png")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "ranks.png").stat().st_size > 1000
+
+
+def test_plot_without_matplotlib(tmp_path, adk, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    result = CliRunner().invoke(cli, ["bench", "rmsd", adk[1], "-t", adk[0], "--plot", str(tmp_path / "r.png")])
+    assert result.exit_code == 2
+    assert "h5mdtool[plot]" in result.output and not (tmp_path / "r.png").exists()

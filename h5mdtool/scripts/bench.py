@@ -25,8 +25,9 @@ def command():
 @click.option("--out", "out_path", default=None, help="Write the JSON report here (per-rank timings, stragglers, compute/I-O ratio, advice).")
 @click.option("--rmsd-out", default=None, help="Write the RMSD array (frame, time in ps, RMSD in Angstrom) as .npy or .csv.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of the table.")
+@click.option("--plot", "plot_path", default=None, help="Draw per-rank stacked bars of the phases (PNG; needs matplotlib, the 'plot' extra).")
 @click.option("--progress/--no-progress", default=None, help="Accepted for symmetry with other commands; the benchmark prints no bar (it would disturb the timings).")
-def rmsd_command(input_path, topology, select, ref_frame, block_frames, repeat, out_path, rmsd_out, as_json, progress):
+def rmsd_command(input_path, topology, select, ref_frame, block_frames, repeat, out_path, rmsd_out, as_json, plot_path, progress):
     """C-alpha RMSD after optimal superposition, split over ranks, every phase timed.
 
     INPUT is an H5MD file (read with MPI-IO on several ranks), an XTC/TRR/DCD file, or a
@@ -36,6 +37,10 @@ def rmsd_command(input_path, topology, select, ref_frame, block_frames, repeat, 
     """
     from ..bench import bench_rmsd
 
+    if plot_path:
+        from ..plots import _pyplot
+
+        _pyplot()  # fail before the run when matplotlib is missing
     if rmsd_out is not None and not rmsd_out.endswith((".npy", ".csv")):
         raise UsageError("--rmsd-out must end in .npy or .csv")
     comm = resolve()
@@ -53,6 +58,11 @@ def rmsd_command(input_path, topology, select, ref_frame, block_frames, repeat, 
             np.save(rmsd_out, result["rmsd"])
         else:
             np.savetxt(rmsd_out, result["rmsd"], delimiter=",", header="frame,time_ps,rmsd_angstrom", comments="")
+    if plot_path:
+        from ..plots import plot_ranks
+
+        best = min(report["runs"], key=lambda run: run["t_total"])
+        plot_ranks(best, plot_path, f"bench rmsd: {report['n_frames']} frames, {report['n_ranks']} ranks")
     if as_json:
         emit_json(report)
         return
@@ -67,3 +77,41 @@ def rmsd_command(input_path, topology, select, ref_frame, block_frames, repeat, 
         click.echo(f"stragglers: {slow['over_1.5x_median'] or 'none'} over 1.5x the median; "
                    f"{slow['over_2x_fastest'] or 'none'} over 2x the fastest")
         click.echo(f"advice: {run['advice']}")
+
+
+@command.command("report")
+@click.argument("runs", nargs=-1, required=True, metavar="RUN.json...")
+@click.option("--plot", "plot_path", default=None, help="Draw speed-up, efficiency and per-phase scaling (PNG; needs the 'plot' extra).")
+@click.option("--csv", "as_csv", is_flag=True, help="Print the table as CSV.")
+def report_command(runs, plot_path, as_csv):
+    """Combine 'bench rmsd --out' reports of one input at different rank counts.
+
+    Prints speed-up S(N) = t1/tN, efficiency S/N and the mean time of each phase per rank
+    count (the smallest rank count is the baseline when there is no 1-rank run).
+    """
+    from ..bench import combine_reports
+    from ..errors import InputError
+    from ..plots import PHASES
+
+    reports = []
+    for path in runs:
+        try:
+            with open(path) as handle:
+                reports.append(json.load(handle))
+        except (OSError, ValueError) as error:
+            raise InputError(f"{path}: not a readable JSON report ({error})") from None
+    rows = combine_reports(reports)
+    columns = ["n_ranks", "t_total", "speedup", "efficiency", *PHASES]
+    if as_csv:
+        click.echo(",".join(columns))
+        for row in rows:
+            click.echo(",".join(f"{row[c]:.6g}" for c in columns))
+    else:
+        click.echo("ranks   total(s)  speed-up  efficiency" + "".join(f" {p[2:]:>9}" for p in PHASES))
+        for row in rows:
+            click.echo(f"{row['n_ranks']:>5} {row['t_total']:>10.3f} {row['speedup']:>9.2f} {row['efficiency']:>11.2f}"
+                       + "".join(f" {row[p]:>9.3f}" for p in PHASES))
+    if plot_path:
+        from ..plots import plot_scaling
+
+        plot_scaling(rows, plot_path, f"bench rmsd scaling, {rows[0]['n_frames']} frames")
