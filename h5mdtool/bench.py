@@ -120,6 +120,81 @@ class ManifestFrames:
             frames.close()
 
 
+class MDAnalysisFrames:
+    """Frames through MDAnalysis Universes, one frame at a time (the papers' way).
+
+    XTC/TRR readers get the offsets rank 0 computed instead of building (and writing) their
+    own offset and lock files beside the trajectory.
+    """
+
+    def __init__(self, path, topology, selection, comm, index=None, manifest=None):
+        self.topology, self.selection, self.comm = topology, selection, comm
+        self.manifest = manifest
+        self.universes = {}
+        if manifest is not None:
+            self.n_frames, self.n_atoms = manifest.n_frames, manifest.n_atoms
+            self.layout = {"format": manifest.format, "parts": len(manifest.parts)}
+        else:
+            universe = self._universe(path, index, comm)
+            self.universes[path] = universe
+            self.n_frames, self.n_atoms = universe.trajectory.n_frames, universe.atoms.n_atoms
+            self.layout = {"format": index.formats[0] if index is not None else "H5MD"}
+        self.path = path
+
+    def _universe(self, path, index, comm):
+        import MDAnalysis
+
+        kwargs = {}
+        if index is not None and index.segments[0].format in ("XTC", "TRR"):
+            kwargs["format"] = _reader_with_offsets(index.segments[0].format, index.segments[0].offsets)
+        elif detect_format(path) == "H5MD" and comm.size > 1:
+            kwargs.update(driver="mpio", comm=comm)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            universe = MDAnalysis.Universe(self.topology, path, **kwargs)
+        universe.h5mdtool_group = universe.select_atoms(self.selection)
+        return universe
+
+    def _locate(self, frame):
+        if self.manifest is None:
+            return self.universes[self.path], frame
+        part = self.manifest.parts_for(frame, frame + 1)[0]
+        if part.path not in self.universes:
+            index = None
+            if detect_format(part.path) in ("XTC", "TRR"):
+                index = TrajectoryIndex([scan_segment(part.path)], self.n_atoms, False, False, False)
+            self.universes[part.path] = self._universe(part.path, index, SerialComm())
+        return self.universes[part.path], frame - part.start
+
+    def frame(self, number):
+        """Load frame *number*; returns (selected positions in Angstrom, time in ps)."""
+        universe, local = self._locate(number)
+        ts = universe.trajectory[local]
+        return universe.h5mdtool_group.positions, ts.time
+
+    def read(self, start, stop):
+        positions, times = zip(*(self.frame(i) for i in range(start, stop)))
+        return np.array(positions, dtype=np.float64), np.array(times)
+
+    def close(self):
+        for universe in self.universes.values():
+            universe.trajectory.close()
+
+
+def _reader_with_offsets(fmt, offsets):
+    """An MDAnalysis XTC/TRR reader class that takes the given offsets (no offset files)."""
+    from MDAnalysis.coordinates.TRR import TRRReader
+    from MDAnalysis.coordinates.XTC import XTCReader
+
+    base = XTCReader if fmt == "XTC" else TRRReader
+
+    def _load_offsets(self):
+        self._xdr.set_offsets(offsets)
+
+    # a format name of its own keeps MDAnalysis's registry of readers unchanged
+    return type(f"H5mdTool{fmt}Reader", (base,), {"format": f"H5MDTOOL-{fmt}", "_load_offsets": _load_offsets})
+
+
 def _text(value):
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -199,13 +274,27 @@ def advice(ratio):
     )
 
 
-def _run_once(path, topology, selection, ref_frame, block_frames, comm):
+def _open_mdanalysis(path, topology, selection, comm):
+    """Frames engine: MDAnalysis Universes; rank 0 scans shared XTC/TRR offsets once."""
+    if is_manifest(path):
+        return MDAnalysisFrames(path, topology, selection, comm, manifest=root_call(comm, read_manifest, path))
+    fmt = root_call(comm, detect_format, path)
+    if not os.path.exists(path):
+        raise mark_collective(InputError(f"{path}: no such file"))
+    index = root_call(comm, scan, [path]) if fmt != "H5MD" else None
+    return MDAnalysisFrames(path, topology, selection, comm, index=index)
+
+
+def _run_once(path, topology, selection, ref_frame, block_frames, comm, engine="blocks"):
     """One timed run on every rank; returns (rmsd rows on rank 0, this rank's record, layout)."""
     started = time.perf_counter()
     n_top_atoms, atom_indices = root_call(comm, _select, topology, selection)
     t_init_top = time.perf_counter() - started
     mark = time.perf_counter()
-    frames = _open_frames(path, atom_indices, block_frames, comm)
+    if engine == "frames":
+        frames = _open_mdanalysis(path, topology, selection, comm)
+    else:
+        frames = _open_frames(path, atom_indices, block_frames, comm)
     t_init_traj = time.perf_counter() - mark
     try:
         if frames.n_atoms != n_top_atoms:
@@ -219,17 +308,28 @@ def _run_once(path, topology, selection, ref_frame, block_frames, comm):
         start, stop = slices[comm.rank]
         results = np.empty((stop - start, 3), np.float64)
         t_io = t_compute = 0.0
-        for first in range(start, stop, block_frames):
-            last = min(stop, first + block_frames)
-            mark = time.perf_counter()
-            positions, times = frames.read(first, last)
-            t_io += time.perf_counter() - mark
-            mark = time.perf_counter()
-            rows = slice(first - start, last - start)
-            results[rows, 0] = np.arange(first, last)
-            results[rows, 1] = times
-            results[rows, 2] = rmsd_to_reference(positions, reference)
-            t_compute += time.perf_counter() - mark
+        if engine == "frames":
+            from MDAnalysis.analysis.rms import rmsd as mda_rmsd
+
+            for number in range(start, stop):
+                mark = time.perf_counter()
+                positions, frame_time = frames.frame(number)
+                t_io += time.perf_counter() - mark
+                mark = time.perf_counter()
+                results[number - start] = (number, frame_time, mda_rmsd(positions, reference, center=True, superposition=True))
+                t_compute += time.perf_counter() - mark
+        else:
+            for first in range(start, stop, block_frames):
+                last = min(stop, first + block_frames)
+                mark = time.perf_counter()
+                positions, times = frames.read(first, last)
+                t_io += time.perf_counter() - mark
+                mark = time.perf_counter()
+                rows = slice(first - start, last - start)
+                results[rows, 0] = np.arange(first, last)
+                results[rows, 1] = times
+                results[rows, 2] = rmsd_to_reference(positions, reference)
+                t_compute += time.perf_counter() - mark
         mark = time.perf_counter()
         comm.Barrier()
         t_wait = time.perf_counter() - mark
@@ -249,7 +349,7 @@ def _run_once(path, topology, selection, ref_frame, block_frames, comm):
 
 @entry_point
 def bench_rmsd(path, topology, *, comm=None, select="name CA", ref_frame=0, block_frames=1024,
-               repeat=1):
+               repeat=1, engine="blocks"):
     """Run the parallel RMSD benchmark on *path* and return the report (rank 0; None elsewhere).
 
     Parameters
@@ -267,6 +367,9 @@ def bench_rmsd(path, topology, *, comm=None, select="name CA", ref_frame=0, bloc
         Frames read and superposed at once per rank (memory bound).
     repeat : int
         Number of runs; each gets its own per-rank records.
+    engine : {"blocks", "frames"}
+        ``blocks``: blocks of frames and the batched kernel; ``frames``: MDAnalysis Universes
+        iterated frame by frame, each load timed as I/O and each ``rms.rmsd`` call as compute.
 
     Returns
     -------
@@ -285,9 +388,11 @@ def bench_rmsd(path, topology, *, comm=None, select="name CA", ref_frame=0, bloc
     """
     if block_frames < 1 or repeat < 1:
         raise mark_collective(UsageError("--block-frames and --repeat must be at least 1"))
+    if engine not in ("blocks", "frames"):
+        raise mark_collective(UsageError(f"--engine must be blocks or frames, got {engine!r}"))
     runs, rmsd = [], None
     for number in range(repeat):
-        rmsd, record, layout, n_frames = _run_once(path, topology, select, ref_frame, block_frames, comm)
+        rmsd, record, layout, n_frames = _run_once(path, topology, select, ref_frame, block_frames, comm, engine)
         records = comm.gather(record, root=0)
         if comm.rank == 0:
             totals = [r["t_total"] for r in records]
@@ -300,7 +405,7 @@ def bench_rmsd(path, topology, *, comm=None, select="name CA", ref_frame=0, bloc
     if comm.rank != 0:
         return None
     report = {
-        "benchmark": "rmsd", "engine": "blocks", "n_ranks": comm.size, "n_frames": n_frames,
+        "benchmark": "rmsd", "engine": engine, "n_ranks": comm.size, "n_frames": n_frames,
         "input": {"path": os.path.abspath(path), **layout}, "topology": os.path.abspath(topology),
         "select": select, "ref_frame": ref_frame, "block_frames": block_frames,
         "t_total": min(run["t_total"] for run in runs), "runs": runs,

@@ -47,8 +47,9 @@ def check_result(comm, result, reference):
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("engine", ["blocks", "frames"])
 @pytest.mark.parametrize("kind", ["DCD", "H5MD", "H5MD-gzip", "XTC", "manifest-XTC", "manifest-H5MD"])
-def test_rmsd_equals_mdanalysis_adk(comm, shared_tmp, adk, adk_reference, kind):
+def test_rmsd_equals_mdanalysis_adk(comm, shared_tmp, adk, adk_reference, kind, engine):
     path = adk[1]
     if kind.startswith("H5MD"):
         path = os.path.join(shared_tmp, "adk.h5md")
@@ -71,8 +72,13 @@ def test_rmsd_equals_mdanalysis_adk(comm, shared_tmp, adk, adk_reference, kind):
         split(adk[1], outdir, 5, comm=comm, format="h5md" if kind.endswith("H5MD") else "same", progress=False)
         path = os.path.join(outdir, "manifest.json")
     comm.Barrier()
-    result = bench_rmsd(path, adk[0], comm=comm, block_frames=7, repeat=2)
+    before = sorted(os.listdir(os.path.dirname(path)))
+    result = bench_rmsd(path, adk[0], comm=comm, block_frames=7, repeat=2, engine=engine)
     check_result(comm, result, adk_reference)
+    if comm.rank == 0:
+        assert result["report"]["engine"] == engine
+    comm.Barrier()
+    assert sorted(os.listdir(os.path.dirname(path))) == before  # no offset or lock files
 
 
 @pytest.mark.mpi
