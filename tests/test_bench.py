@@ -82,9 +82,11 @@ def test_rmsd_equals_mdanalysis_adk(comm, shared_tmp, adk, adk_reference, kind, 
 
 
 @pytest.mark.mpi
-def test_rmsd_trr_other_selection(comm, solvated):
+@pytest.mark.parametrize("engine", ["blocks", "frames"])
+def test_rmsd_trr_other_selection(comm, solvated, engine):
     reference = mdanalysis_rmsd(solvated["topology"], solvated["TRR"], select="protein and name CA")
-    result = bench_rmsd(solvated["TRR"], solvated["topology"], comm=comm, select="protein and name CA", block_frames=3)
+    result = bench_rmsd(solvated["TRR"], solvated["topology"], comm=comm, select="protein and name CA",
+                        block_frames=3, engine=engine)
     check_result(comm, result, reference)
 
 
