@@ -70,10 +70,12 @@ def cli(debug):
 
 
 def _register():
-    from .scripts import bench, convert, split
+    from .scripts import bench, convert, split, validate
 
     for module in (convert, split, bench):
         cli.add_command(module.command)
+    cli.add_command(validate.validate_command)
+    cli.add_command(validate.info_command)
 
 
 _register()
