@@ -363,3 +363,45 @@ def validate_file(path, profile="all"):
     if profile == "mdanalysis":
         report.findings = [f for f in report.findings if not f.rule.startswith("H5MD") or f.severity == ERROR and f.rule in ("H5MD020", "H5MD023")]
     return report
+
+
+def validate_manifest(path):
+    """Check a split ``manifest.json``: structure, parts present, sizes and frame counts.
+
+    Returns
+    -------
+    (FileReport, Manifest or None)
+    """
+    import h5py
+
+    from .errors import InputError
+    from .manifest import read_manifest
+    from .sources import scan_segment
+
+    report = FileReport(path)
+    try:
+        manifest = read_manifest(path)
+    except InputError as error:
+        if not os.path.exists(path):
+            raise UnreadableFile(str(error)) from None
+        report.add("MAN001", ERROR, path, str(error))
+        return report, None
+    for part in manifest.parts:
+        if not os.path.isfile(part.path):
+            report.add("MAN002", ERROR, part.relative_path, "part listed in the manifest is missing")
+            continue
+        size = os.path.getsize(part.path)
+        if size != part.bytes:
+            report.add("MAN003", ERROR, part.relative_path, f"{size} bytes on disk, {part.bytes} in the manifest")
+        try:
+            if part.path.lower().endswith((".h5md", ".h5")):
+                with h5py.File(part.path, "r") as handle:
+                    frames = int(handle["particles/trajectory/position/value"].shape[0])
+            else:
+                frames = scan_segment(part.path).n_frames
+        except Exception as error:  # noqa: BLE001 - any unreadable part is a finding
+            report.add("MAN004", ERROR, part.relative_path, f"part cannot be read: {str(error).splitlines()[0]}")
+            continue
+        if frames != part.n_frames:
+            report.add("MAN004", ERROR, part.relative_path, f"holds {frames} frames, the manifest says {part.n_frames}")
+    return report, manifest

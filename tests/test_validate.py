@@ -150,3 +150,53 @@ def test_info(tmp_path, good):
     assert document["provenance"]["h5mdtool_version"]
     text = CliRunner().invoke(cli, ["info", good]).output
     assert "4 frames x 47681 atoms" in text and "no findings" in text
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("fmt", ["TRR", "DCD"])
+def test_against_catches_one_changed_coordinate(comm, shared_tmp, solvated, adk, fmt):
+    from h5mdtool.compare import compare_with_source
+
+    source = solvated["TRR"] if fmt == "TRR" else adk[1]
+    path = os.path.join(shared_tmp, "copy.h5md")
+    convert(source, path, comm=comm, progress=False)
+    comm.Barrier()
+    assert compare_with_source([path], [source], comm=comm)["n_differing"] == 0
+    if comm.rank == 0:
+        with h5py.File(path, "r+") as f:
+            f["particles/trajectory/position/value"][7, 11, 2] += 1e-4
+    comm.Barrier()
+    result = compare_with_source([path], [source], comm=comm)
+    assert result["n_differing"] == 1
+    assert result["differing"] == [{"frame": 7, "reason": "positions differ"}]
+    loose = compare_with_source([path], [source], comm=comm, tolerance=1e-3)
+    assert loose["n_differing"] == 0
+
+
+def test_against_lossy_file_uses_its_precision(tmp_path, adk):
+    from h5mdtool.compare import compare_with_source
+
+    path = str(tmp_path / "lossy.h5md")
+    convert(adk[1], path, precision=0.01, compression="gzip", progress=False)
+    assert compare_with_source([path], [adk[1]])["n_differing"] == 0
+    assert compare_with_source([path], [adk[1]], tolerance=0.0)["n_differing"] > 0
+
+
+@pytest.mark.parametrize("fmt", ["same", "h5md"])
+def test_manifest_validation(tmp_path, adk, fmt):
+    from h5mdtool import split
+
+    outdir = tmp_path / "parts"
+    split(adk[1], str(outdir), 4, format=fmt, progress=False)
+    manifest = str(outdir / "manifest.json")
+    runner = CliRunner()
+    result = runner.invoke(cli, ["validate", manifest, "--against", adk[1]])
+    assert result.exit_code == 0, result.output
+    part = sorted(p for p in os.listdir(outdir) if p.startswith("part-"))[1]
+    with open(outdir / part, "ab") as handle:
+        handle.write(b"\0" * 16)
+    result = runner.invoke(cli, ["validate", manifest])
+    assert result.exit_code == 1 and "MAN003" in result.output
+    os.remove(outdir / part)
+    result = runner.invoke(cli, ["validate", manifest, "--json"])
+    assert result.exit_code == 1 and json.loads(result.output)["files"][0]["findings"][0]["rule"] == "MAN002"

@@ -12,20 +12,42 @@ from .options import emit_json, human_bytes
 @click.option("--profile", type=click.Choice(["h5md", "mdanalysis", "all"]), default="all", show_default=True, help="h5md: H5MD 1.1 rules; mdanalysis: what MDAnalysis's H5MDReader needs; all: both plus layout lint.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document with every finding.")
 @click.option("--strict", is_flag=True, help="Warnings fail too (exit 1).")
-def validate_command(files, profile, as_json, strict):
+@click.option("--against", multiple=True, metavar="SOURCE", help="Source trajectory (repeat for segments): compare every frame's positions, velocities, forces, step, time and box. Frames are divided among MPI ranks.")
+@click.option("--tolerance", type=float, default=None, help="Absolute tolerance on positions in nm. Default: exact for XTC/TRR sources, float32 rounding for DCD, half the recorded precision of lossy files.")
+def validate_command(files, profile, as_json, strict, against, tolerance):
     """Check H5MD files: conformance, MDAnalysis readability, layout lint.
 
     Exit status: 0 no errors (warnings allowed unless --strict), 1 errors found, 2 a file
     could not be read at all. Every finding has a stable rule id (docs/validation.md).
     """
-    from ..validate import UnreadableFile, validate_file
+    from ..compare import compare_with_source
+    from ..manifest import is_manifest
+    from ..mpi import resolve
+    from ..validate import ERROR, UnreadableFile, validate_file, validate_manifest
 
+    comm = resolve()
     reports, unreadable = [], []
     for path in files:
         try:
-            reports.append(validate_file(path, profile))
+            if is_manifest(path):
+                report, manifest = validate_manifest(path)
+                compared = [p.path for p in manifest.parts] if manifest is not None and not report.errors else None
+            else:
+                report = validate_file(path, profile)
+                compared = [path]
         except UnreadableFile as error:
             unreadable.append(str(error))
+            continue
+        reports.append(report)
+        if against and compared:
+            result = compare_with_source(compared, list(against), comm=comm, tolerance=tolerance)
+            if result["frame_count_differs"]:
+                report.add("AGAINST000", ERROR, path, f"{result['n_frames']} frames, the source has {result['source_n_frames']}")
+            elif result["n_differing"]:
+                first = ", ".join(f"{d['frame']} ({d['reason']})" for d in result["differing"])
+                report.add("AGAINST001", ERROR, path, f"{result['n_differing']} frame(s) differ from the source; first: {first}")
+    if comm.rank != 0:
+        sys.exit(2 if unreadable else 1 if any(r.errors or (strict and r.warnings) for r in reports) else 0)
     failed = any(r.errors or (strict and r.warnings) for r in reports)
     if as_json:
         emit_json({"files": [r.as_dict() for r in reports], "unreadable": unreadable,
