@@ -29,6 +29,10 @@ demo: install
 	$(MPIRUN) -n 2 $(H5MDTOOL) convert $$DCD -o $(DEMO_DIR)/adk.h5md --force --no-progress; \
 	echo; echo "== solvated adenylate kinase (XTC, 10 frames x 47681 atoms), 2 ranks, gzip"; \
 	$(MPIRUN) -n 2 $(H5MDTOOL) convert $$XTC -o $(DEMO_DIR)/adk_solvated.h5md --compression gzip --force --no-progress; \
+	echo; echo "== validating against the sources (frames divided over 2 ranks), then info"; \
+	$(MPIRUN) -n 2 $(H5MDTOOL) validate $(DEMO_DIR)/adk.h5md --against $$DCD; \
+	$(MPIRUN) -n 2 $(H5MDTOOL) validate $(DEMO_DIR)/adk_solvated.h5md --against $$XTC; \
+	$(H5MDTOOL) info $(DEMO_DIR)/adk_solvated.h5md; \
 	echo; echo "== reading both back with MDAnalysis (serial and MPI-IO) against the sources"; \
 	$(PY) examples/check_roundtrip.py $(DEMO_DIR); \
 	$(MPIRUN) -n 2 $(PY) examples/check_roundtrip.py $(DEMO_DIR)
