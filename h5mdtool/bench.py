@@ -200,20 +200,10 @@ def _text(value):
 
 
 def _select(topology, selection):
-    import MDAnalysis
+    from .convert import load_topology, pick_atoms
 
-    if not os.path.isfile(topology):
-        raise InputError(f"{topology}: no such topology file")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            universe = MDAnalysis.Universe(topology)
-        group = universe.select_atoms(selection)
-    except Exception as error:  # noqa: BLE001 - MDAnalysis raises many types
-        raise InputError(f"{topology} / {selection!r}: {error}") from None
-    if len(group) == 0:
-        raise InputError(f"selection {selection!r} matches no atom of {topology}")
-    return len(universe.atoms), np.asarray(group.indices, dtype=np.int64)
+    universe = load_topology(topology)
+    return len(universe.atoms), pick_atoms(universe, selection, topology)
 
 
 def _open_frames(path, atom_indices, block_frames, comm):

@@ -59,6 +59,45 @@ class ConvertPlan:
         return self.index.n_atoms if self.atom_indices is None else len(self.atom_indices)
 
 
+def load_topology(topology):
+    """An MDAnalysis Universe of *topology* alone.
+
+    Raises
+    ------
+    InputError
+        If the file is missing or MDAnalysis cannot read it.
+    """
+    import warnings
+
+    import MDAnalysis
+
+    if not os.path.isfile(topology):
+        raise InputError(f"{topology}: no such topology file")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return MDAnalysis.Universe(topology)
+    except Exception as error:  # noqa: BLE001 - MDAnalysis raises many types here
+        raise InputError(f"{topology}: cannot read topology ({error})") from None
+
+
+def pick_atoms(universe, selection, topology):
+    """Indices of the atoms of *universe* matched by *selection*.
+
+    Raises
+    ------
+    InputError
+        If the selection is invalid or matches nothing.
+    """
+    try:
+        group = universe.select_atoms(selection)
+    except Exception as error:  # noqa: BLE001
+        raise InputError(f"invalid selection {selection!r}: {error}") from None
+    if len(group) == 0:
+        raise InputError(f"selection {selection!r} matches no atom of {topology}")
+    return np.asarray(group.indices, dtype=np.int64)
+
+
 def select_atoms(topology, selection, n_atoms):
     """Atom indices picked by an MDAnalysis *selection* on *topology* (None for all atoms).
 
@@ -74,31 +113,12 @@ def select_atoms(topology, selection, n_atoms):
         return None
     if topology is None:
         raise UsageError("--select needs --topology FILE to know the atoms' names")
-    import warnings
-
-    import MDAnalysis
-
-    if not os.path.isfile(topology):
-        raise InputError(f"{topology}: no such topology file")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            universe = MDAnalysis.Universe(topology)
-    except Exception as error:  # noqa: BLE001 - MDAnalysis raises many types here
-        raise InputError(f"{topology}: cannot read topology ({error})") from None
+    universe = load_topology(topology)
     if len(universe.atoms) != n_atoms:
         raise InputError(
             f"{topology} has {len(universe.atoms)} atoms but the trajectory has {n_atoms}"
         )
-    if selection is None:
-        return None
-    try:
-        group = universe.select_atoms(selection)
-    except Exception as error:  # noqa: BLE001
-        raise InputError(f"invalid selection {selection!r}: {error}") from None
-    if len(group) == 0:
-        raise InputError(f"selection {selection!r} matches no atom of {topology}")
-    return np.asarray(group.indices, dtype=np.int64)
+    return None if selection is None else pick_atoms(universe, selection, topology)
 
 
 def _plan(comm, inputs, output, *, topology, select, start, stop, step, velocities, forces,
