@@ -35,6 +35,14 @@ def describe_dataset(dataset):
     return record
 
 
+def aligned_share(dataset, interval):
+    """Share of *dataset*'s chunks whose file address is a multiple of *interval* bytes."""
+    count = dataset.id.get_num_chunks()
+    aligned = sum(dataset.id.get_chunk_info(i).byte_offset % interval == 0 for i in range(count))
+    return {"stripe_size": interval, "chunks": count, "aligned": aligned,
+            "share": aligned / count if count else None}
+
+
 def info(path):
     """Describe an H5MD file: frames, atoms, time, box, datasets, provenance, lint findings.
 
@@ -66,5 +74,8 @@ def info(path):
 
         handle.visititems(visit)
         result["provenance"] = read_provenance(handle)
+        stripe = ((result["provenance"] or {}).get("layout") or {}).get("stripe_size")
+        if value is not None and stripe and value.chunks:
+            result["stripe_alignment"] = aligned_share(value, int(stripe))
     result["findings"] = [vars(f) for f in report.findings]
     return result

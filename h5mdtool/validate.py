@@ -279,6 +279,8 @@ def _check_particles(report, handle, profile):
             element = _get(group, element_name)
             if element is not None and _is_group(element):
                 values[f"{path}/{element_name}/value"] = _check_element(report, element, f"{path}/{element_name}", dimension, profile)
+            else:
+                report.add("H5MD020", ERROR, f"{path}/{element_name}", "a time-dependent element must be a group with value and step")
         position = _get(group, "position")
         edges = _get(group, "box/edges")
         if position is not None and edges is not None and _is_group(edges) and _get(edges, "step") is not None:

@@ -200,3 +200,34 @@ def test_manifest_validation(tmp_path, adk, fmt):
     os.remove(outdir / part)
     result = runner.invoke(cli, ["validate", manifest, "--json"])
     assert result.exit_code == 1 and json.loads(result.output)["files"][0]["findings"][0]["rule"] == "MAN002"
+
+
+def test_info_reports_alignment_and_chunk_reason(tmp_path, adk):
+    path = str(tmp_path / "aligned.h5md")
+    convert(adk[1], path, chunk_frames="auto", stripe_size="256K", progress=False)
+    document = json.loads(CliRunner().invoke(cli, ["info", path, "--json"]).output)
+    assert document["stripe_alignment"]["share"] == 1.0
+    text = CliRunner().invoke(cli, ["info", path]).output
+    assert "auto:" in text and "chunks start on a 262144 B stripe boundary" in text
+
+
+HOSTILE = {
+    "zero frames": lambda f: (f["particles/trajectory/position"].__delitem__("value"),
+                              f["particles/trajectory/position"].create_dataset("value", shape=(0, 47681, 3), maxshape=(None, 47681, 3), dtype="f4")),
+    "dataset for a group": lambda f: (f["particles/trajectory"].__delitem__("velocity"),
+                                      f["particles/trajectory"].create_dataset("velocity", data=[1, 2, 3])),
+    "string step": lambda f: (f["particles/trajectory/position"].__delitem__("step"),
+                              f["particles/trajectory/position"].create_dataset("step", data=np.array(["a", "b", "c", "d"], dtype=h5py.string_dtype()))),
+    "huge declared shape": lambda f: f.create_dataset("particles/trajectory/force/value", shape=(2**40, 10**6, 3), dtype="f4", chunks=(1, 1000, 3)),
+    "attribute of wrong type": lambda f: _set(f, "h5md/author", "name", np.arange(3)),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_hostile_content_gives_findings_not_tracebacks(tmp_path, good, case):
+    path = mutated(tmp_path, good, HOSTILE[case])
+    report = validate_file(path, "all")
+    assert report.errors or report.warnings
+    result = CliRunner().invoke(cli, ["validate", path])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert CliRunner().invoke(cli, ["info", path]).exit_code in (0, 1)

@@ -89,6 +89,12 @@ def info_command(file, as_json):
     if result.get("provenance"):
         p = result["provenance"]
         click.echo(f"  written by h5mdtool {p.get('h5mdtool_version')} on {p.get('n_ranks')} rank(s), {p.get('created')}: {p.get('command')}")
+        layout = p.get("layout") or {}
+        if layout.get("chunk_reason"):
+            click.echo(f"  chunks: {layout['chunk_reason']}; {layout.get('alignment_reason')}")
+    if result.get("stripe_alignment"):
+        a = result["stripe_alignment"]
+        click.echo(f"  stripe alignment: {a['aligned']} of {a['chunks']} chunks start on a {a['stripe_size']} B stripe boundary")
     for f in result["findings"]:
         click.echo(f"  {f['severity']} {f['rule']} {f['path']}: {f['message']}" + (f"\n    fix: {f['fix']}" if f.get("fix") else ""))
     if not result["findings"]:
