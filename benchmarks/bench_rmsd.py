@@ -6,14 +6,13 @@ On the AdK trajectory (600x; 100x with ``--quick``) converted by h5mdtool (uncom
 the XTC (target: >= 3x faster); and on a gzip H5MD, 2 ranks vs 1 rank (target: >= 1.6x).
 """
 
-import argparse
 import os
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import H5MDTOOL, MPIRUN, check, machine, save, timed  # noqa: E402
+from common import H5MDTOOL, MPIRUN, check, run_sizes, timed  # noqa: E402
 from data import DATA, repeated_xtc, topology  # noqa: E402
 
 MDA_RMSD = (
@@ -55,12 +54,7 @@ def bench(repeats, repeat):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
-    runs = [bench(r, args.repeat) for r in ([100] if args.quick else [100, 600])]
-    save("rmsd_quick" if args.quick else "rmsd", {"machine": machine(), "runs": runs})
+    run_sizes(__doc__, bench, "rmsd")
 
 
 if __name__ == "__main__":

@@ -7,14 +7,13 @@ T a quarter of the trajectory's time span) and with ``h5mdtool split --nparts 4`
 ``apt-get install gromacs``; ``make bench`` installs it as root) that peer is skipped.
 """
 
-import argparse
 import os
 import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import H5MDTOOL, MPIRUN, check, machine, save, timed  # noqa: E402
+from common import H5MDTOOL, MPIRUN, check, run_sizes, timed  # noqa: E402
 from data import DATA, adk_source, repeated_xtc  # noqa: E402
 
 
@@ -51,12 +50,7 @@ def bench(repeats, repeat):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
-    runs = [bench(repeats, args.repeat) for repeats in ([100] if args.quick else [100, 600])]
-    save("split_quick" if args.quick else "split", {"machine": machine(), "runs": runs})
+    run_sizes(__doc__, bench, "split")
 
 
 if __name__ == "__main__":

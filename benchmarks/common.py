@@ -88,3 +88,15 @@ def remove(path):
         shutil.rmtree(path)
     elif os.path.exists(path):
         os.remove(path)
+
+
+def run_sizes(description, bench, name):
+    """Command line of a benchmark: ``bench(repeats, repeat)`` on 100x, and 600x unless --quick."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="100x trajectory only")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of the fast commands (median reported)")
+    args = parser.parse_args()
+    runs = [bench(repeats, args.repeat) for repeats in ([100] if args.quick else [100, 600])]
+    return save(f"{name}_quick" if args.quick else name, {"machine": machine(), "runs": runs})
