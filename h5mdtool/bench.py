@@ -22,7 +22,7 @@ import numpy as np
 
 from .errors import InputError, UsageError, mark_collective
 from .manifest import is_manifest, read_manifest
-from .mpi import SerialComm, balanced_slices, entry_point, open_h5, root_call
+from .mpi import SerialComm, abort_unless_collective, balanced_slices, entry_point, open_h5, root_call
 from .rmsd import rmsd_to_reference
 from .sources import TrajectoryIndex, TrajectoryReader, detect_format, scan, scan_segment
 
@@ -323,8 +323,12 @@ def _run_once(path, topology, selection, ref_frame, block_frames, comm, engine="
         mark = time.perf_counter()
         comm.Barrier()
         t_wait = time.perf_counter() - mark
-    finally:
-        frames.close()  # collective for MPI-IO files: every rank gets here
+    except BaseException as error:
+        # closing an MPI-IO file is collective: a rank that failed alone must not try it
+        abort_unless_collective(comm, error)
+        frames.close()
+        raise
+    frames.close()
     mark = time.perf_counter()
     gathered = gather_rows(comm, results, [b - a for a, b in slices])
     t_comm = time.perf_counter() - mark
