@@ -1,4 +1,4 @@
-"""``h5mdtool convert``: XTC/TRR/DCD segments into one H5MD file, written in parallel.
+"""``h5mdtool convert``: XTC/TRR/DCD/H5MD segments into one H5MD file, written in parallel.
 
 Rank 0 scans the inputs and plans the job; the plan is broadcast. Each rank then owns a
 balanced contiguous block of whole chunks of output frames, reads them a block at a time
@@ -302,7 +302,7 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, start=None
             contiguous=False, compression="none", compression_level=None, shuffle=None,
             precision=None, stripe_count=None, stripe_size=None, force=False, progress=None,
             block_bytes=DEFAULT_BLOCK_BYTES, author=None, command=None):
-    """Convert XTC, TRR or DCD trajectory segments into one H5MD 1.1 file.
+    """Convert XTC, TRR, DCD or H5MD trajectory segments into one H5MD 1.1 file.
 
     Parameters
     ----------

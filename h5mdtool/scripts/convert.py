@@ -21,10 +21,11 @@ from .options import atom_options, emit_json, frame_options, human_bytes, layout
 def command(inputs, output, topology, select, start, stop, step, velocities, forces, on_overlap,
             chunk_frames, precision, contiguous, compression, compression_level, shuffle, stripe_count,
             stripe_size, block_size, author, force, progress, as_json):
-    """Convert XTC, TRR or DCD trajectories into one H5MD 1.1 file.
+    """Convert XTC, TRR, DCD or H5MD trajectories into one H5MD 1.1 file.
 
     Several INPUT files are segments of one trajectory, concatenated in order (as
-    'gmx mdrun -noappend' leaves them). Positions are stored as float32 in nm, time in ps,
+    'gmx mdrun -noappend' leaves them). An H5MD input is rewritten with the new layout
+    (relayout) and everything else in it is carried over. Positions are stored as float32 in nm, time in ps,
     steps as int64, with frame-shaped chunks. Run under mpirun/srun to write in parallel.
 
     \b
@@ -32,6 +33,7 @@ def command(inputs, output, topology, select, start, stop, step, velocities, for
       h5mdtool convert md.xtc -o md.h5md
       mpirun -n 4 h5mdtool convert part*.xtc -o md.h5md --compression gzip
       h5mdtool convert md.trr -t md.tpr -s protein -o protein.h5md --no-forces
+      h5mdtool convert autochunked.h5md -o fast.h5md --chunk-frames auto
     """
     from ..convert import convert
 
