@@ -5,6 +5,16 @@ from .errors import UsageError
 PHASES = ("t_init_top", "t_init_traj", "t_io", "t_compute", "t_wait", "t_comm")
 
 
+def image_format(path):
+    """The image format matplotlib writes for *path* (its extension), or a UsageError."""
+    import os
+
+    extension = os.path.splitext(str(path))[1].lower().lstrip(".")
+    if extension not in ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps"):
+        raise UsageError(f"{path}: --plot needs a .png, .pdf, .svg, .jpg or .eps file name")
+    return extension
+
+
 def _pyplot():
     try:
         import matplotlib
@@ -16,8 +26,12 @@ def _pyplot():
     return plt
 
 
-def plot_ranks(run, path, title):
-    """Stacked bars of each rank's phases for one run (like paper 000, figure 2d)."""
+def plot_ranks(run, path, title, fmt=None):
+    """Stacked bars of each rank's phases for one run (like paper 000, figure 2d).
+
+    *fmt* is the image format (``png``, ``pdf``, ``svg``...), by default from *path*'s
+    extension.
+    """
     plt = _pyplot()
     ranks = run["ranks"]
     figure, axes = plt.subplots(figsize=(max(6, 0.35 * len(ranks) + 3), 4))
@@ -34,11 +48,11 @@ def plot_ranks(run, path, title):
     axes.set_title(title)
     axes.legend(fontsize="small")
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=120, format=fmt)
     plt.close(figure)
 
 
-def plot_scaling(rows, path, title):
+def plot_scaling(rows, path, title, fmt=None):
     """Speed-up and efficiency, and each phase's time, against the number of ranks."""
     plt = _pyplot()
     ranks = [row["n_ranks"] for row in rows]
@@ -63,5 +77,5 @@ def plot_scaling(rows, path, title):
     right.legend(fontsize="small")
     figure.suptitle(title)
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=120, format=fmt)
     plt.close(figure)
