@@ -36,8 +36,22 @@ from .mpi import SerialComm, open_h5, root_call
 from .sources import TrajectoryIndex, TrajectoryReader, _h5md_factor, _h5md_particles, detect_format, scan, scan_segment
 
 
-def _text(value):
-    return value.decode() if isinstance(value, bytes) else str(value)
+#: Common H5MD units, converted without importing MDAnalysis (which costs a non-root rank
+#: 0.3 s at start-up when it has no other use for it); others go through MDAnalysis's tables.
+ANGSTROM_PER = {"nm": 10.0, "Angstrom": 1.0, "angstrom": 1.0, "pm": 0.01, "fm": 1e-5}
+PS_PER = {"ps": 1.0, "fs": 1e-3, "ns": 1e3}
+
+
+def _factor(path, dataset, kind):
+    """Angstrom (length) or ps (time) per unit of *dataset*; 1 without a unit attribute."""
+    unit = dataset.attrs.get("unit")
+    if unit is None:
+        return 1.0
+    unit = unit.decode() if isinstance(unit, bytes) else str(unit)
+    table = ANGSTROM_PER if kind == "length" else PS_PER
+    if unit in table:
+        return table[unit]
+    return _h5md_factor(path, dataset, kind, "Angstrom" if kind == "length" else "ps")
 
 
 class H5MDFrames:
@@ -67,9 +81,9 @@ class H5MDFrames:
         if self.value.ndim != 3 or self.value.shape[2] != 3:
             raise InputError(f"{self.path}: {self.value.name} has shape {self.value.shape}, not (frames, atoms, 3)")
         self.n_frames, self.n_atoms = int(self.value.shape[0]), int(self.value.shape[1])
-        self.scale = _h5md_factor(self.path, self.value, "length", "Angstrom")
+        self.scale = _factor(self.path, self.value, "length")
         self.time = position.get("time")
-        self.time_scale = 1.0 if self.time is None else _h5md_factor(self.path, self.time, "time", "ps")
+        self.time_scale = 1.0 if self.time is None else _factor(self.path, self.time, "time")
         self.chunk_frames = self.value.chunks[0] if self.value.chunks else 1
         indices = np.asarray(atom_indices, np.int64)
         # read the span of atoms from the first to the last selected one, pick in memory
