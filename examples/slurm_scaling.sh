@@ -13,8 +13,8 @@ INPUT=$SCRATCH/md/md.h5md
 TOP=$SCRATCH/md/md.psf
 mkdir -p reports
 for n in 1 2 4 8 16 24 48 96; do
-    srun --ntasks=$n h5mdtool bench rmsd "$INPUT" --topology "$TOP" --repeat 3 \
-        --out reports/rmsd-$n.json > reports/rmsd-$n.txt
+    srun --ntasks=$n h5mdtool bench rmsd "$INPUT" --topology "$TOP" --repeat 3 --force \
+        --out reports/rmsd-$n.json --plot reports/ranks-$n.png > reports/rmsd-$n.txt
 done
 # speed-up, efficiency and per-phase scaling
-h5mdtool bench report reports/rmsd-*.json --plot reports/scaling.png | tee reports/scaling.txt
+h5mdtool bench report reports/rmsd-*.json --plot reports/scaling.png --force | tee reports/scaling.txt
