@@ -107,11 +107,12 @@ def advice(ratio, kind=None):
 def block_edges(start, stop, block_frames, chunk_frames=1):
     """Blocks ``[(a, b), ...]`` tiling frames ``[start, stop)``.
 
-    With chunks of several frames (at most *block_frames*), blocks are whole multiples of
-    the chunk and end on chunk boundaries, so no chunk is read (and decompressed) twice.
+    With chunks of several frames, blocks are whole multiples of the chunk (at least one
+    chunk, even when that is more than *block_frames*) and end on chunk boundaries, so no
+    chunk is read, or decompressed, twice.
     """
-    if 1 < chunk_frames <= block_frames:
-        step = block_frames // chunk_frames * chunk_frames
+    if chunk_frames > 1:
+        step = max(1, block_frames // chunk_frames) * chunk_frames
         edges = list(range((start // step + 1) * step, stop, step))
         bounds = [start, *edges, stop]
     else:

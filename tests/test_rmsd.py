@@ -122,13 +122,15 @@ def test_shapes():
 
 @pytest.mark.parametrize("start,stop,block,chunk", [
     (0, 100, 7, 1), (13, 100, 7, 1), (5, 5, 10, 1), (0, 9800, 1024, 1),
-    (13, 100, 10, 4), (13, 100, 3, 4), (0, 64, 64, 64), (3, 200, 1024, 100), (30, 31, 8, 4),
+    (13, 100, 10, 4), (13, 100, 3, 4), (0, 64, 64, 64), (3, 200, 1024, 100), (30, 31, 8, 4), (3, 200, 10, 64),
 ])
 def test_block_edges_tile_the_range(start, stop, block, chunk):
     edges = block_edges(start, stop, block, chunk)
     flat = [frame for a, b in edges for frame in range(a, b)]
     assert flat == list(range(start, stop))
     assert all(b - a <= max(block, chunk) for a, b in edges)
-    if 1 < chunk <= block:
+    if chunk > 1:
         assert all(b % chunk == 0 for a, b in edges[:-1])  # blocks end on chunk boundaries
         assert all((b - a) % chunk == 0 for a, b in edges[1:-1])
+    else:
+        assert all(b - a == block for a, b in edges[:-1])
