@@ -1,17 +1,20 @@
 """``h5mdtool bench rmsd``: the papers' parallel RMSD benchmark, timed per rank.
 
-Split-apply-combine as in paper 000 (sections 3 and 5) and paper 004: every rank loads the
-topology, opens the trajectory, computes the C-alpha RMSD of a balanced contiguous block of
-frames to a reference frame after optimal superposition, waits at a barrier (the straggler
-signal), and the results are gathered on rank 0 with ``Gatherv`` (balanced blocks, no
-padding). Blocks of frames are read at once and superposed with the batched kernel of
-:mod:`h5mdtool.rmsd`; memory is bounded by ``block_frames``.
+Split-apply-combine as in paper 000 (sections 3 and 5) and paper 004: rank 0 loads the
+topology and broadcasts the selected atoms, every rank opens the trajectory, computes the
+C-alpha RMSD of a balanced contiguous block of frames to a reference frame after optimal
+superposition, waits at a barrier (the straggler signal), and the results are gathered on
+rank 0 with ``Gatherv`` (balanced blocks, no padding). With the default engine, blocks of
+frames are read at once (:mod:`h5mdtool.frames`) and superposed with the batched kernel of
+:mod:`h5mdtool.rmsd`; memory is bounded by ``block_frames``. ``bench report`` combines
+reports made at several rank counts (:func:`bench_report`).
 
 Inputs: an H5MD file (MPI-IO with several ranks), an XTC/TRR/DCD file (rank 0 computes the
 offsets and broadcasts them; nothing is written beside the input), or a split
 ``manifest.json`` (each rank opens only the parts holding its frames).
 """
 
+import json
 import os
 import socket
 import statistics
@@ -19,7 +22,7 @@ import time
 
 import numpy as np
 
-from .errors import UsageError, mark_collective
+from .errors import InputError, UsageError, mark_collective
 from .frames import atom_count_error, open_frames, open_mdanalysis
 from .mpi import abort_unless_collective, balanced_slices, entry_point, root_call
 from .rmsd import rmsd_to_reference
@@ -328,3 +331,37 @@ def combine_reports(reports):
         row["speedup"] = base["t_total"] * base["n_ranks"] / row["t_total"]
         row["efficiency"] = row["speedup"] / row["n_ranks"]
     return rows
+
+
+def bench_report(runs):
+    """Scaling table (speed-up, efficiency, per-phase times) from ``bench rmsd`` reports.
+
+    Parameters
+    ----------
+    runs : sequence of str or dict
+        Paths of reports written by ``h5mdtool bench rmsd --out``, or the report dicts
+        (``bench_rmsd(...)["report"]``), of one input at several rank counts.
+
+    Returns
+    -------
+    list of dict
+        One row per rank count, see :func:`combine_reports`.
+
+    Raises
+    ------
+    InputError
+        If a report file cannot be read as JSON.
+    UsageError
+        If the reports cannot be compared (see :func:`combine_reports`).
+    """
+    reports = []
+    for run in runs:
+        if isinstance(run, dict):
+            reports.append(run)
+            continue
+        try:
+            with open(run) as handle:
+                reports.append(json.load(handle))
+        except (OSError, ValueError) as error:
+            raise InputError(f"{run}: not a readable JSON report ({error})") from None
+    return combine_reports(reports)

@@ -13,7 +13,6 @@ from h5mdtool import bench_rmsd, convert, split
 from h5mdtool.bench import advice, stragglers
 from h5mdtool.cli import cli
 from h5mdtool.errors import InputError
-from h5mdtool.mpi import SerialComm
 from h5mdtool.rmsd import rmsd_to_reference
 
 
@@ -389,3 +388,16 @@ def test_errors_under_mpirun_stop_every_rank_with_one_message(tmp_path, adk, cas
     assert len(errors) == 1, done.stderr
     assert ("matches no atom" if case == "selection" else "part-0004.dcd") in errors[0]
     assert "rank" not in errors[0] and "Traceback" not in done.stderr
+
+
+def test_bench_report_api_reads_files_and_dicts(tmp_path):
+    from h5mdtool import bench_report
+    from h5mdtool.errors import InputError
+
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps(synthetic_report(1, [8.0])))
+    rows = bench_report([str(path), synthetic_report(4, [2.0, 2.0, 2.0, 2.5])])
+    assert [(row["n_ranks"], row["speedup"], row["efficiency"]) for row in rows] == [(1, 1.0, 1.0), (4, 3.2, 0.8)]
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(InputError, match="not a readable JSON report"):
+        bench_report([str(tmp_path / "bad.json")])

@@ -6,7 +6,7 @@ import os
 import click
 import numpy as np
 
-from ..errors import InputError, UsageError, mark_collective
+from ..errors import UsageError, mark_collective
 from .options import emit_json
 
 
@@ -153,19 +153,12 @@ def report_command(runs, plot_path, as_csv, force):
     efficiency S/N and the mean time of each phase over ranks (s). Without a 1-rank run the
     smallest rank count N0 is the baseline: S(N) = N0 t(N0) / t(N).
     """
-    from ..bench import combine_reports
+    from ..bench import bench_report
     from ..plots import PHASES
 
     if plot_path:
         _check_outputs((plot_path,), runs, force, plot_path)
-    reports = []
-    for path in runs:
-        try:
-            with open(path) as handle:
-                reports.append(json.load(handle))
-        except (OSError, ValueError) as error:
-            raise InputError(f"{path}: not a readable JSON report ({error})") from None
-    rows = combine_reports(reports)
+    rows = bench_report(runs)
     columns = ["n_ranks", "t_total", "speedup", "efficiency", *PHASES]
     if as_csv:
         click.echo(",".join(columns))
