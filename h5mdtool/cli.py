@@ -70,12 +70,10 @@ def cli(debug):
 
 
 def _register():
-    from .scripts import bench, convert, split, validate
+    from .scripts import bench, convert, info, split, validate
 
-    for module in (convert, split, bench):
+    for module in (convert, split, validate, info, bench):
         cli.add_command(module.command)
-    cli.add_command(validate.validate_command)
-    cli.add_command(validate.info_command)
 
 
 _register()

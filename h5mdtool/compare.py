@@ -1,146 +1,247 @@
 """Frame-by-frame comparison of an H5MD file (or split parts) with the trajectory it came from.
 
-Used by ``validate --against``. Frames are divided among ranks in balanced blocks; each
-rank compares its frames block by block (positions, velocities, forces, step, time, box)
-and rank 0 collects the differing frames. Positions compare exactly for float32 nm sources
-(XTC, TRR); DCD sources (float32 Angstrom) allow the Angstrom-to-nm rounding (2.5e-7
-relative); files written with ``--precision`` are compared within half their recorded
-precision; ``tolerance`` (nm) overrides all of this.
+Used by ``validate --against``. Both sides are read block by block through
+:class:`~h5mdtool.sources.TrajectoryReader`, in h5mdtool's units (nm, ps), so an H5MD file
+is compared as stored when its units are h5mdtool's and converted otherwise. Frames are
+divided among the ranks in balanced contiguous blocks; each rank reads only its frames and
+the differing frames are gathered on every rank.
+
+What "equal" means, per quantity (``tolerance`` replaces the first three with one absolute
+bound):
+
+* positions, velocities, forces: bit-exact when both sides hold float32 values in the same
+  units (XTC, TRR and the H5MD h5mdtool writes from them). When a unit conversion is
+  involved (a DCD source, float32 Angstrom, against a file in nm; an H5MD file in other
+  units) each value may differ by the conversion's rounding, 2.5e-7 relative. Positions of a
+  lossy file (attribute ``precision`` on ``position/value``, nm) may differ by half that
+  precision plus the float32 rounding of the decoded value.
+* box: within 1e-6 of the frame's largest edge entry (writers derive it from lengths and
+  angles, which does not round-trip exactly).
+* step: exact. time: within float32 resolution (2**-23 relative), as many writers store it
+  in float32.
 """
 
 import numpy as np
 
-from .mpi import balanced_slices, entry_point, root_call
-from .sources import TrajectoryReader, scan
+from .errors import H5mdToolError, InputError
+from .mpi import agree, balanced_slices, capture_errors, entry_point, root_call
+from .sources import TrajectoryIndex, TrajectoryReader, scan
 
-BLOCK = 256
-FIELDS = (("positions", "position"), ("velocities", "velocity"), ("forces", "force"))
-
-
-class H5MDBlocks:
-    """Blocks of an H5MD file written by h5mdtool (nm, ps), in the FrameBlock vocabulary."""
-
-    def __init__(self, path):
-        import h5py
-
-        self.handle = h5py.File(path, "r")
-        self.group = self.handle["particles/trajectory"]
-        self.n_frames = int(self.group["position/value"].shape[0])
-        self.precision = self.group["position/value"].attrs.get("precision")
-
-    def read(self, start, stop):
-        block = {"step": self.group["position/step"][start:stop].astype(np.int64),
-                 "time": self.group["position/time"][start:stop].astype(np.float64)}
-        for field, element in FIELDS:
-            if element in self.group:
-                block[field] = self.group[f"{element}/value"][start:stop]
-        if "edges" in self.group["box"]:
-            block["edges"] = self.group["box/edges/value"][start:stop]
-        return block
-
-    def close(self):
-        self.handle.close()
+FIELDS = ("positions", "velocities", "forces")
+UNITS = {"positions": "nm", "velocities": "nm/ps", "forces": "kJ/(mol nm)", "edges": "nm"}
+#: Relative rounding of one float32 unit conversion (Angstrom <-> nm), with margin.
+CONVERSION_RELATIVE = 2.5e-7
+#: float32 resolution: time stored as float32 by other writers.
+TIME_RELATIVE = float(np.finfo(np.float32).eps)
+BOX_RELATIVE = 1e-6
+#: Memory for the two blocks (file and source) of one rank.
+BLOCK_BYTES = 64 * 1024**2
 
 
-class SourceBlocks:
-    """Blocks of XTC/TRR/DCD trajectories through h5mdtool's readers."""
+def _precision_nm(segment):
+    """Recorded ``precision`` of an H5MD segment's positions, in nm, or None."""
+    import h5py
 
-    def __init__(self, index, fields):
-        self.index = index
-        self.n_frames = index.n_frames
-        self.reader = TrajectoryReader(index, None, fields)
-        self.block = self.reader.new_block(BLOCK)
-        self.fields = fields
-
-    def read(self, start, stop):
-        self.reader.read(np.arange(start, stop), self.block)
-        n = self.block.n
-        block = {"step": self.block.step[:n].copy(), "time": self.block.time[:n].copy()}
-        for field in self.fields:
-            block[field] = getattr(self.block, field)[:n].copy()
-        if self.index.periodic:
-            block["edges"] = self.block.edges[:n].copy()
-        return block
-
-    def close(self):
-        self.reader.close()
+    try:
+        with h5py.File(segment.path, "r") as handle:
+            precision = handle[segment.h5md["group"]]["position/value"].attrs.get("precision")
+    except Exception:  # noqa: BLE001 - no usable attribute: compare exactly
+        return None
+    if precision is None:
+        return None
+    try:
+        value = float(precision) * float(segment.h5md["factors"]["positions"])
+    except (TypeError, ValueError):
+        return None
+    return value if value > 0 else None
 
 
-def _differences(mine, theirs, start, tolerance, relative):
-    """Frame numbers (and a reason) where the blocks differ."""
-    found = {}
+def _scan_copy(paths):
+    """Scan the compared file(s) and find what tolerances they need (rank 0)."""
+    index = scan(list(paths))
+    precisions = [p for p in (_precision_nm(s) for s in index.segments if s.format == "H5MD") if p]
+    return index, (max(precisions) if precisions else None)
 
-    def note(mask, reason):
-        for i in np.flatnonzero(mask):
-            found.setdefault(start + int(i), reason)
 
-    note(mine["step"] != theirs["step"], "step differs")
-    note(~np.isclose(mine["time"], theirs["time"], rtol=1e-9, atol=1e-6), "time differs")
-    for field in ("positions", "velocities", "forces"):
-        if field in mine and field in theirs:
-            a, b = mine[field].astype(np.float64), theirs[field].astype(np.float64)
-            limit = tolerance + relative * np.abs(b) if field == "positions" else relative * np.abs(b)
-            bad = np.abs(a - b) > limit
-            note(bad.reshape(len(a), -1).any(axis=1), f"{field} differ")
-    if "edges" in mine and "edges" in theirs:
-        bad = ~np.isclose(mine["edges"], theirs["edges"], rtol=1e-6, atol=1e-7)
-        note(bad.reshape(len(bad), -1).any(axis=1), "box differs")
-    return found
+def _converted(index):
+    """True when reading *index* converts units (DCD Angstrom, H5MD in other units than h5mdtool's)."""
+    return any(
+        s.format == "DCD" or (s.format == "H5MD" and any(float(f) != 1.0 for f in s.h5md["factors"].values()))
+        for s in index.segments
+    )
+
+
+class Differences:
+    """The differing frames one rank found: a count and the first *limit* with details."""
+
+    def __init__(self, limit):
+        self.limit = limit
+        self.count = 0
+        self.first = []
+
+    def add(self, frame, reasons):
+        self.count += 1
+        if len(self.first) < self.limit:
+            self.first.append({"frame": int(frame), "differs": sorted(reasons), "reason": "; ".join(reasons[k] for k in sorted(reasons))})
+
+
+def _beyond(mine, theirs, absolute, relative, per_frame=None):
+    """Boolean array: where ``|mine - theirs|`` exceeds the tolerance (NaN equals NaN)."""
+    if absolute == 0 and relative == 0 and per_frame is None:
+        bad = mine != theirs
+    else:
+        a, b = mine.astype(np.float64), theirs.astype(np.float64)
+        limit = absolute + relative * np.abs(b)
+        if per_frame is not None:
+            limit = limit + per_frame.reshape((-1,) + (1,) * (b.ndim - 1))
+        bad = np.abs(a - b) > limit
+    if bad.any():
+        bad &= ~(np.isnan(mine) & np.isnan(theirs))
+    return bad
+
+
+def compare_block(mine, theirs, first_frame, tolerances, fields, box, found):
+    """Compare two filled FrameBlocks row by row; record differing frames in *found*."""
+    n = theirs.n
+    reasons = {}
+
+    def note(frames, key, text):
+        for row in frames:
+            reasons.setdefault(int(row), {})[key] = text(int(row))
+
+    step_bad = np.flatnonzero(mine.step[:n] != theirs.step[:n])
+    note(step_bad, "step", lambda r: f"step {int(mine.step[r])} instead of {int(theirs.step[r])}")
+    time_bad = np.flatnonzero(np.abs(mine.time[:n] - theirs.time[:n]) > TIME_RELATIVE * np.abs(theirs.time[:n]) + 1e-12)
+    note(time_bad, "time", lambda r: f"time {mine.time[r]:g} ps instead of {theirs.time[r]:g}")
+    for field in fields:
+        a, b = getattr(mine, field)[:n], getattr(theirs, field)[:n]
+        absolute, relative, scaled = tolerances[field]
+        if absolute == 0 and relative == 0 and np.array_equal(a, b):
+            continue
+        per_frame = scaled * np.abs(b).reshape(n, -1).max(axis=1) if scaled and b.size else None
+        bad = _beyond(a, b, absolute, relative, per_frame)
+        rows = np.flatnonzero(bad.reshape(n, -1).any(axis=1))
+
+        def describe(row, field=field, a=a, b=b, bad=bad):
+            deviation = np.abs(a[row].astype(np.float64) - b[row])
+            deviation[~bad[row]] = 0.0
+            atom = int(np.unravel_index(int(np.argmax(deviation)), deviation.shape)[0])
+            return f"{field} differ at {int(bad[row].any(axis=1).sum())} atom(s), the most by {deviation.max():.3g} {UNITS[field]} (atom {atom})"
+
+        note(rows, field, describe)
+    if box:
+        a, b = mine.edges[:n], theirs.edges[:n]
+        scale = BOX_RELATIVE * np.abs(b).reshape(n, -1).max(axis=1)
+        absolute = tolerances["edges"]
+        bad = _beyond(a, b, absolute, 0.0, scale if absolute == 0 else None)
+        rows = np.flatnonzero(bad.reshape(n, -1).any(axis=1))
+        note(rows, "box", lambda r: f"box differs by {np.abs(a[r].astype(np.float64) - b[r]).max():.3g} nm")
+    for row in sorted(reasons):
+        found.add(first_frame + row, reasons[row])
 
 
 @entry_point
-def compare_with_source(file_paths, sources, *, comm=None, tolerance=None, limit=10):
-    """Compare H5MD file(s) (or split parts, concatenated) with source trajectories.
+def compare_with_source(paths, sources, *, comm=None, tolerance=None, limit=10, progress=None, block_bytes=BLOCK_BYTES):
+    """Compare an H5MD file (or split parts, in order) with its source trajectory.
 
     Parameters
     ----------
-    file_paths : list of str
+    paths : sequence of str
         The H5MD file, or the parts of a split trajectory in order (any format h5mdtool reads).
-    sources : list of str
-        The source trajectory's segments.
+    sources : sequence of str or TrajectoryIndex
+        The source trajectory's segments, or their index from :func:`h5mdtool.sources.scan`.
     tolerance : float, optional
-        Absolute tolerance on positions (nm); default: exact for float32 nm sources,
-        DCD rounding for DCD, half the recorded precision for lossy files.
+        Absolute tolerance replacing the defaults for positions and box (nm), velocities
+        (nm/ps) and forces (kJ/(mol nm)). Step is always exact.
     limit : int
-        How many differing frames to report.
+        How many differing frames to describe.
+    progress : bool, optional
+        Progress bar on rank 0.
+    block_bytes : int
+        Memory for the blocks of one rank.
 
     Returns
     -------
     dict
-        ``n_frames`` of both sides, ``differing`` (first frames with a reason), ``n_differing``.
+        ``n_frames``, ``n_atoms`` and ``source_n_frames``, ``source_n_atoms``;
+        ``compared_frames`` (the common prefix), ``n_differing``, ``differing`` (the first
+        frames, each with ``frame``, ``differs`` and a ``reason``), ``fields``,
+        ``box_compared``, ``box_mismatch`` (a message or None), ``tolerances``.
+        The same on every rank.
+
+    Raises
+    ------
+    InputError
+        If either side cannot be read (raised on every rank).
     """
-    source_index = root_call(comm, scan, list(sources))
-    h5md = len(file_paths) == 1 and file_paths[0].lower().endswith((".h5md", ".h5"))
-    copy_index = None if h5md else root_call(comm, scan, list(file_paths))
-    fields = ["positions"] + [f for f, flag in (("velocities", source_index.has_velocities), ("forces", source_index.has_forces)) if flag]
-    copy = H5MDBlocks(file_paths[0]) if h5md else SourceBlocks(copy_index, fields)
-    source = SourceBlocks(source_index, fields)
-    try:
-        if copy.n_frames != source.n_frames:
-            return {"n_frames": copy.n_frames, "source_n_frames": source.n_frames, "differing": [],
-                    "n_differing": None, "frame_count_differs": True}
-        relative = 2.5e-7 if "DCD" in source_index.formats else 0.0
-        absolute = 0.0
-        precision = getattr(copy, "precision", None)
-        if precision is not None:
-            # half the grid step, plus float32 rounding of the stored value (absolute near 0)
-            rounding = 4 * float(np.finfo(np.float32).eps)
-            absolute = float(precision) / 2 + rounding
-            relative = max(relative, rounding)
-        if tolerance is not None:
-            absolute, relative = float(tolerance), 0.0
-        start, stop = balanced_slices(source.n_frames, comm.size)[comm.rank]
-        found = {}
-        for first in range(start, stop, BLOCK):
-            last = min(stop, first + BLOCK)
-            found.update(_differences(copy.read(first, last), source.read(first, last), first, absolute, relative))
-    finally:
-        copy.close()
-        source.close()
-    everything = {}
-    for part in comm.allgather(found):
-        everything.update(part)
-    frames = sorted(everything)
-    return {"n_frames": copy.n_frames, "source_n_frames": source.n_frames, "n_differing": len(frames),
-            "differing": [{"frame": f, "reason": everything[f]} for f in frames[:limit]],
-            "tolerance_nm": absolute, "relative": relative, "frame_count_differs": False}
+    from .progress import progress_bar
+
+    source_index = sources if isinstance(sources, TrajectoryIndex) else root_call(comm, scan, list(sources))
+    copy_index, precision = root_call(comm, _scan_copy, list(paths))
+    converted = _converted(copy_index) or _converted(source_index)
+    result = {
+        "n_frames": copy_index.n_frames, "n_atoms": copy_index.n_atoms,
+        "source_n_frames": source_index.n_frames, "source_n_atoms": source_index.n_atoms,
+        "compared_frames": 0, "n_differing": 0, "differing": [], "fields": [],
+        "box_compared": False, "box_mismatch": None, "n_ranks": comm.size,
+    }
+    if copy_index.n_atoms != source_index.n_atoms:
+        return result
+    fields = ["positions"] + [
+        f for f in ("velocities", "forces")
+        if getattr(copy_index, f"has_{f}") and getattr(source_index, f"has_{f}")
+    ]
+    box = bool(copy_index.periodic and source_index.periodic)
+    if copy_index.periodic != source_index.periodic:
+        result["box_mismatch"] = (
+            f"the file's box is {'periodic' if copy_index.periodic else 'not periodic'} but the "
+            f"source's is {'periodic' if source_index.periodic else 'not'}; boxes not compared"
+        )
+    relative = CONVERSION_RELATIVE if converted else 0.0
+    tolerances = {field: (0.0, relative, 0.0) for field in fields}
+    if precision:
+        tolerances["positions"] = (precision / 2, relative, 4 * TIME_RELATIVE)
+    tolerances["edges"] = 0.0
+    if tolerance is not None:
+        tolerances = {field: (float(tolerance), 0.0, 0.0) for field in fields}
+        tolerances["edges"] = float(tolerance)
+    n = min(copy_index.n_frames, source_index.n_frames)
+    result.update(
+        compared_frames=n, fields=fields, box_compared=box,
+        tolerances={
+            "positions_absolute_nm": tolerances["positions"][0],
+            "relative": tolerances["positions"][1],
+            "lossy_precision_nm": precision,
+            "box": f"{tolerance} nm" if tolerance is not None else f"{BOX_RELATIVE} of the largest edge",
+            "time_relative": TIME_RELATIVE,
+        },
+    )
+    start, stop = balanced_slices(n, comm.size)[comm.rank]
+    frame_bytes = max(1, copy_index.n_atoms * 12 * len(fields) * 2)
+    capacity = int(max(1, min(1024, block_bytes // frame_bytes, max(1, stop - start))))
+    found = Differences(limit)
+    with capture_errors() as failure:
+        try:
+            _compare_range(copy_index, source_index, fields, box, tolerances, start, stop, capacity, found,
+                           progress_bar(n, "comparing", comm, enabled=progress), comm.size)
+        except H5mdToolError:
+            raise
+        except Exception as error:  # noqa: BLE001 - a damaged file must end every rank cleanly
+            raise InputError(f"cannot read frames {start}-{stop}: {type(error).__name__}: {error}") from None
+    agree(comm, failure[0])
+    gathered = comm.allgather((found.count, found.first))
+    first = sorted((d for _, part in gathered for d in part), key=lambda d: d["frame"])
+    result["n_differing"] = sum(count for count, _ in gathered)
+    result["differing"] = first[:limit]
+    return result
+
+
+def _compare_range(copy_index, source_index, fields, box, tolerances, start, stop, capacity, found, bar, n_ranks):
+    with TrajectoryReader(copy_index, None, fields) as copy, TrajectoryReader(source_index, None, fields) as source, bar:
+        mine, theirs = copy.new_block(capacity), source.new_block(capacity)
+        for first in range(start, stop, capacity):
+            frames = np.arange(first, min(stop, first + capacity))
+            copy.read(frames, mine)
+            source.read(frames, theirs)
+            compare_block(mine, theirs, first, tolerances, fields, box, found)
+            bar.update(len(frames) * n_ranks)

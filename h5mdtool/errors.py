@@ -52,3 +52,9 @@ def mark_collective(error):
     """Return *error* flagged as raised by every rank at once."""
     error.collective = True
     return error
+
+
+class UnreadableError(InputError):
+    """A file that cannot be read at all: missing, a directory, not HDF5, truncated (exit 2)."""
+
+    exit_code = 2

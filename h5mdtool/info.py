@@ -1,81 +1,250 @@
-"""``h5mdtool info``: what an H5MD file holds and how it is laid out, with layout advice."""
+"""``h5mdtool info``: what an H5MD file holds and how it is laid out, with layout advice.
 
+Frames, atoms, step and time ranges and intervals, the box, every dataset's storage (shape,
+dtype, chunks, filters, stored and raw bytes) and what reading one frame costs, the
+provenance h5mdtool recorded, and the findings of ``validate --profile all`` with the
+``h5mdtool convert`` command that fixes the layout ones. The file is read with the same
+guarded access as ``validate``: any content gives a description, never a traceback.
+"""
+
+import math
 import os
+from dataclasses import asdict
 
 import numpy as np
 
+from . import lint
+from .findings import ERROR, NOTE, WARNING, FileReport
 from .layout import read_provenance
-from .validate import FileReport, UnreadableFile, lint_dataset, validate_file
+from .mpi import entry_point, root_call
+from .errors import InputError
+from .validate import Access, _is_dataset, _is_group, _join, _text, isolated, open_hdf5, validate_file
+
+#: Entries of step/time read in full; longer series are summarised from their ends.
+SERIES_LIMIT = 10_000_000
+#: Datasets described at most.
+MAX_DATASETS = 1000
+#: Chunks whose file address is inspected at most for the stripe alignment share.
+MAX_CHUNKS_INSPECTED = 200_000
 
 
-def _filters(dataset):
-    plist = dataset.id.get_create_plist()
-    names = {1: "gzip", 2: "shuffle", 3: "fletcher32", 4: "szip", 5: "nbit", 6: "scaleoffset", 32000: "lzf"}
-    return [names.get(plist.get_filter(i)[0], str(plist.get_filter(i)[0])) for i in range(plist.get_nfilters())]
+def _series(a, dataset, path, n_frames):
+    """Summary of a step or time dataset: mode, first, last, interval, regular."""
+    if dataset is None or not _is_dataset(dataset):
+        return None
+    shape = a.shape(dataset, path)
+    unit = _text(a.attr(dataset, "unit", path))
+    if shape == ():
+        increment = a.read(dataset, path)
+        if increment is None:
+            return None
+        offset = a.attr(dataset, "offset", path)
+        offset = 0 if offset is None else offset
+        try:
+            first = float(offset)
+            interval = float(increment)
+        except (TypeError, ValueError):
+            return None
+        return {"mode": "fixed", "first": first, "last": first + interval * max(0, n_frames - 1),
+                "interval": interval, "regular": True, "unit": unit}
+    if not shape or len(shape) != 1 or shape[0] == 0:
+        return None
+    count = shape[0]
+    if count > SERIES_LIMIT:
+        ends = [a.read(dataset, path, np.s_[0:1]), a.read(dataset, path, np.s_[count - 1:count])]
+        if any(e is None for e in ends):
+            return None
+        first, last = float(ends[0][0]), float(ends[1][0])
+        return {"mode": "explicit", "first": first, "last": last, "interval": (last - first) / (count - 1),
+                "regular": None, "unit": unit}
+    values = a.read(dataset, path)
+    if values is None or np.asarray(values).dtype.kind not in "iuf":
+        return None
+    values = np.asarray(values, dtype=np.float64)
+    diffs = np.diff(values)
+    interval = float(np.median(diffs)) if diffs.size else None
+    regular = bool(diffs.size == 0 or np.all(np.abs(diffs - interval) <= 1e-6 * max(abs(interval), 1e-300)))
+    return {"mode": "explicit", "first": float(values[0]), "last": float(values[-1]), "interval": interval,
+            "regular": regular, "unit": unit}
 
 
-def describe_dataset(dataset):
-    """Shape, dtype, chunks, filters, stored and raw bytes, one-frame read cost of *dataset*."""
-    raw = int(np.prod(dataset.shape, dtype=np.int64)) * dataset.dtype.itemsize
+def _box(a, group, path):
+    box = a.child(group, "box", f"{path}/box")
+    if box is None or not _is_group(box):
+        return None
+    boundary = a.attr(box, "boundary", f"{path}/box")
+    texts = [_text(b) for b in np.atleast_1d(boundary)] if boundary is not None else []
+    dimension = a.attr(box, "dimension", f"{path}/box")
+    record = {"dimension": int(dimension) if np.ndim(dimension) == 0 and np.asarray(dimension).dtype.kind in "iu" else None,
+              "boundary": texts, "time_dependent": None, "kind": None, "first_edges": None}
+    edges = a.child(box, "edges", f"{path}/box/edges")
+    if edges is None:
+        record["kind"] = "open (no edges)" if all(t == "none" for t in texts) else "no edges"
+        return record
+    record["time_dependent"] = _is_group(edges)
+    value = a.child(edges, "value", f"{path}/box/edges/value") if _is_group(edges) else edges
+    if value is None or not _is_dataset(value):
+        return record
+    shape = a.shape(value, f"{path}/box/edges")
+    if not shape:
+        return record
+    data_shape = shape[1:] if record["time_dependent"] else shape
+    if record["time_dependent"] and shape[0] == 0:
+        return record
+    first = a.read(value, f"{path}/box/edges", np.s_[0] if record["time_dependent"] else ())
+    if first is not None and np.asarray(first).dtype.kind in "iuf" and len(data_shape) in (1, 2):
+        first = np.asarray(first, dtype=np.float64)
+        record["first_edges"] = first.tolist()
+        if len(data_shape) == 2:
+            off_diagonal = first - np.diag(np.diag(first)) if first.shape[0] == first.shape[-1] else first
+            record["kind"] = "orthorhombic (stored as a matrix)" if not np.any(off_diagonal) else "triclinic"
+        else:
+            record["kind"] = "cuboid"
+    if all(t == "none" for t in texts) and texts:
+        record["kind"] = f"open ({record['kind']} edges as placeholders)" if record["kind"] else "open"
+    return record
+
+
+def describe_dataset(dataset, path=None):
+    """Shape, dtype, chunks, filters, stored and raw bytes, and one-frame read cost of *dataset*."""
+    shape = dataset.shape
+    dtype = dataset.dtype
     record = {
-        "shape": list(dataset.shape), "dtype": str(dataset.dtype),
+        "shape": None if shape is None else [int(s) for s in shape],
+        "dtype": str(dtype),
         "chunks": list(dataset.chunks) if dataset.chunks else None,
-        "filters": _filters(dataset), "raw_bytes": raw,
+        "filters": [name for _, name in lint.dataset_filters(dataset)],
+        "raw_bytes": 0 if shape is None else math.prod(int(s) for s in shape) * dtype.itemsize,
         "stored_bytes": int(dataset.id.get_storage_size()),
     }
-    if dataset.ndim >= 2 and dataset.shape[0]:
-        frame = int(np.prod(dataset.shape[1:])) * dataset.dtype.itemsize
-        if dataset.chunks:
-            chunks_touched = int(np.prod([-(-s // c) for s, c in zip(dataset.shape[1:], dataset.chunks[1:])]))
-            record["one_frame_read"] = {"chunks": chunks_touched,
-                                        "bytes": chunks_touched * int(np.prod(dataset.chunks)) * dataset.dtype.itemsize,
-                                        "frame_bytes": frame}
-        else:
-            record["one_frame_read"] = {"chunks": 0, "bytes": frame, "frame_bytes": frame}
+    if record["filters"] and "gzip" in record["filters"]:
+        record["compression_level"] = dataset.compression_opts
+    if shape is not None and len(shape) == 3:
+        record["one_frame_read"] = lint.one_frame_read(shape, dataset.chunks, dtype.itemsize)
+    precision = dataset.attrs.get("precision") if "precision" in dataset.attrs else None
+    if precision is not None:
+        record["precision"] = float(precision)
     return record
 
 
 def aligned_share(dataset, interval):
     """Share of *dataset*'s chunks whose file address is a multiple of *interval* bytes."""
     count = dataset.id.get_num_chunks()
-    aligned = sum(dataset.id.get_chunk_info(i).byte_offset % interval == 0 for i in range(count))
-    return {"stripe_size": interval, "chunks": count, "aligned": aligned,
-            "share": aligned / count if count else None}
+    inspected = min(count, MAX_CHUNKS_INSPECTED)
+    aligned = sum(dataset.id.get_chunk_info(i).byte_offset % interval == 0 for i in range(inspected))
+    return {"stripe_size": interval, "chunks": count, "inspected": inspected, "aligned": aligned,
+            "share": aligned / inspected if inspected else None}
 
 
-def info(path):
-    """Describe an H5MD file: frames, atoms, time, box, datasets, provenance, lint findings.
+def _datasets(a, handle):
+    """Every dataset reachable by hard links, described (failures described as errors)."""
+    found = {}
+    seen = {handle.id}
+    queue = [(handle, "/")]
+    while queue and len(found) < MAX_DATASETS:
+        group, path = queue.pop(0)
+        for name in a.names(group, path):
+            child_path = _join(path, name)
+            link = a.link(group, name, child_path)
+            if type(link).__name__ != "HardLink":
+                continue
+            obj = a.child(group, name, child_path)
+            if obj is None or obj.id in seen:
+                continue
+            seen.add(obj.id)
+            if _is_group(obj):
+                queue.append((obj, child_path))
+            elif _is_dataset(obj):
+                try:
+                    found[child_path] = describe_dataset(obj, child_path)
+                except Exception as error:  # noqa: BLE001
+                    found[child_path] = {"error": f"{type(error).__name__}: {error}"}
+    return found
+
+
+def describe_file(path):
+    """The ``info`` record of *path* (serial; see :func:`info`).
 
     Raises
     ------
-    UnreadableFile
+    UnreadableError
         If the file cannot be opened as HDF5.
     """
-    import h5py
-
     report = validate_file(path, profile="all")
-    result = {"file": os.path.abspath(path), "bytes": os.path.getsize(path), "datasets": {}}
-    with h5py.File(path, "r") as handle:
-        group = handle.get("particles/trajectory")
-        value = group.get("position/value") if group is not None and "position" in group else None
-        if value is not None:
-            result["n_frames"], result["n_atoms"] = int(value.shape[0]), int(value.shape[1])
-            time = group["position"].get("time")
-            if time is not None and time.shape and time.shape[0]:
-                t = time[:]
-                result["time"] = {"first": float(t[0]), "last": float(t[-1]), "unit": str(time.attrs.get("unit", "")),
-                                  "interval": float(np.median(np.diff(t))) if len(t) > 1 else None}
-            box = group.get("box")
-            result["box"] = [str(b.decode() if isinstance(b, bytes) else b) for b in np.atleast_1d(box.attrs.get("boundary", []))] if box is not None else None
-
-        def visit(name, obj):
-            if isinstance(obj, h5py.Dataset) and not name.startswith("parameters/"):
-                result["datasets"][f"/{name}"] = describe_dataset(obj)
-
-        handle.visititems(visit)
-        result["provenance"] = read_provenance(handle)
-        stripe = ((result["provenance"] or {}).get("layout") or {}).get("stripe_size")
-        if value is not None and stripe and value.chunks:
-            result["stripe_alignment"] = aligned_share(value, int(stripe))
-    result["findings"] = [vars(f) for f in report.findings]
+    result = {"file": path, "bytes": os.path.getsize(path), "particle_group": None, "n_frames": None,
+              "n_atoms": None, "elements": [], "step": None, "time": None, "box": None}
+    with open_hdf5(path) as handle:
+        a = Access(handle, FileReport(path))  # problems were reported by validate already
+        particles = a.child(handle, "particles", "/particles")
+        names = a.names(particles, "/particles") if particles is not None and _is_group(particles) else []
+        name = "trajectory" if "trajectory" in names else (names[0] if names else None)
+        group = a.child(particles, name, f"/particles/{name}") if name else None
+        if group is not None and _is_group(group):
+            group_path = f"/particles/{name}"
+            result["particle_group"] = group_path
+            for element_name in ("position", "velocity", "force"):
+                element = a.child(group, element_name, f"{group_path}/{element_name}")
+                value = a.child(element, "value", f"{group_path}/{element_name}/value") if element is not None and _is_group(element) else None
+                shape = a.shape(value, element_name) if value is not None and _is_dataset(value) else None
+                if not shape or len(shape) != 3:
+                    continue
+                result["elements"].append(element_name)
+                if result["n_frames"] is None:
+                    result["n_frames"], result["n_atoms"] = shape[0], shape[1]
+                    for series in ("step", "time"):
+                        dataset = a.child(element, series, f"{group_path}/{element_name}/{series}")
+                        result[series] = _series(a, dataset, series, shape[0])
+            result["box"] = _box(a, group, group_path)
+        result["datasets"] = _datasets(a, handle)
+        try:
+            result["provenance"] = read_provenance(handle)
+        except Exception:  # noqa: BLE001 - an unreadable record is no record
+            result["provenance"] = None
+        provenance = result["provenance"] if isinstance(result["provenance"], dict) else {}
+        stripe = (provenance.get("layout") or {}).get("stripe_size") if isinstance(provenance.get("layout"), dict) else None
+        value = a.child(group, "position", "") if group is not None and _is_group(group) else None
+        value = a.child(value, "value", "") if value is not None and _is_group(value) else None
+        if stripe and value is not None and _is_dataset(value) and value.chunks:
+            try:
+                result["stripe_alignment"] = aligned_share(value, int(stripe))
+            except Exception:  # noqa: BLE001 - informational only
+                pass
+    result["findings"] = [asdict(f) for f in report.findings]
+    result["errors"], result["warnings"], result["notes"] = (report.count(s) for s in (ERROR, WARNING, NOTE))
+    fixes = [f.fix for f in report.findings if f.rule.startswith("LINT") and f.fix]
+    result["fix_command"] = fixes[0] if fixes else None
     return result
+
+
+@entry_point
+def info(path, *, comm=None):
+    """Describe an H5MD file: frames, atoms, time, box, datasets, provenance, findings.
+
+    Parameters
+    ----------
+    path : str
+
+    Returns
+    -------
+    dict
+        See docs/validation.md; the same on every rank (rank 0 reads the file).
+
+    Raises
+    ------
+    UnreadableError
+        If the file cannot be opened as HDF5 (exit status 2).
+    InputError
+        If libhdf5 crashes reading the file (damaged metadata; serial runs only).
+    """
+    return root_call(comm, _describe_isolated, os.fspath(path))
+
+
+def _describe_isolated(path):
+    import MDAnalysis.coordinates.H5MD  # noqa: F401 - imported once, before the forked reader
+
+    outcome = isolated(describe_file, path)
+    if outcome[0] == "crash":
+        raise InputError(f"{path}: libhdf5 crashed (signal {outcome[1]}) while reading the file: its metadata is damaged")
+    if outcome[0] == "error":
+        raise outcome[1]
+    return outcome[1]

@@ -1,88 +1,69 @@
-"""``h5mdtool validate``: H5MD 1.1 conformance, MDAnalysis readability and layout lint.
+"""``h5mdtool validate``: H5MD 1.1 conformance, MDAnalysis readability, layout lint, sources.
 
-Every check produces :class:`Finding` records (stable rule id, severity, HDF5 path,
-message, and a fix where one exists). Files are walked defensively: every HDF5 access is
-guarded, so any content (wrong types, zero or huge dimensions, soft-link loops) gives
-findings, never a traceback; external links are reported and not followed.
+Files are walked defensively: every HDF5 access goes through :class:`Access`, which turns any
+failure into a finding, checks each link's type before following it and never follows an
+external link. So wrong types where numbers belong, zero or huge dimensions and soft-link
+loops all give findings, never a traceback; only a file that cannot be opened at all raises
+:class:`~h5mdtool.errors.UnreadableError` (exit status 2).
+
+Rules are listed in :data:`h5mdtool.findings.RULES` and docs/validation.md. Structural checks
+read whole 1-D ``step`` and ``time`` datasets in blocks of a million entries and never loop
+over frames in Python, so a 58800-frame file validates in a fraction of a second (plus
+MDAnalysis's import for the read check).
 """
 
+import json
 import os
 import re
-from dataclasses import asdict, dataclass, field
+import sys
+from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import H5mdToolError, UsageError
+from . import lint
+from .errors import H5mdToolError, InputError, UnreadableError, UsageError
+from .findings import ERROR, WARNING, FileReport, ValidationReport
+from .mpi import entry_point, root_call
 
 PROFILES = ("h5md", "mdanalysis", "all")
-ERROR, WARNING = "error", "warning"
-KNOWN_UNITS = {
-    "length": {"nm", "Angstrom", "angstrom", "A", "pm", "fm"},
+#: Root groups whose content H5MD defines (a broken soft link there is an error).
+H5MD_ROOTS = ("h5md", "particles", "observables", "connectivity")
+#: Per-particle vector elements: values ``[n][N][D]`` (time-dependent) or ``[N][D]``.
+VECTORS = ("position", "velocity", "force", "image")
+#: Standard per-particle elements (particle index on the axis after the frame axis).
+PER_PARTICLE = VECTORS + ("mass", "species", "id", "charge")
+#: Elements whose values carry a physical unit, with MDAnalysis's unit table for them.
+UNIT_KINDS = {"position": "length", "velocity": "velocity", "force": "force", "edges": "length"}
+#: Used when MDAnalysis's own table cannot be imported (MDAnalysis 2.x H5MDReader).
+FALLBACK_MDA_UNITS = {
     "time": {"ps", "fs", "ns", "second", "sec", "s", "AKMA"},
-    "velocity": {"nm ps-1", "Angstrom ps-1", "A ps-1", "Angstrom fs-1", "A fs-1", "nm ns-1", "pm ps-1", "m s-1",
-                 "Angstrom AKMA-1", "A AKMA-1"},
-    "force": {"kJ mol-1 nm-1", "kJ mol-1 Angstrom-1", "Newton", "N", "J m-1", "kcal mol-1 Angstrom-1", "kcal mol-1 A-1"},
+    "length": {"Angstrom", "angstrom", "A", "nm", "pm", "fm"},
+    "velocity": {"Angstrom ps-1", "A ps-1", "Angstrom fs-1", "A fs-1", "Angstrom AKMA-1", "A AKMA-1",
+                 "nm ps-1", "nm ns-1", "pm ps-1", "m s-1"},
+    "force": {"kJ mol-1 Angstrom-1", "kJ mol-1 nm-1", "Newton", "N", "J m-1", "kcal mol-1 Angstrom-1",
+              "kcal mol-1 A-1"},
 }
-ELEMENT_KINDS = {"position": "length", "velocity": "velocity", "force": "force"}
-#: Filters every HDF5 library has built in (no plugin needed to read).
-BUILTIN_FILTERS = {1: "gzip", 2: "shuffle", 3: "fletcher32", 4: "szip", 5: "nbit", 6: "scaleoffset"}
-DEFAULT_CHUNK_CACHE = 1024**2
-LARGE_CONTIGUOUS = 16 * 1024**3
+#: Unit symbols of the units module's "SI" system, prefixes, constants.
+SI_SYMBOLS = {"m", "Ang", "L", "s", "Hz", "kg", "g", "u", "N", "dyn", "Pa", "bar", "atm", "poise", "J",
+              "cal", "erg", "eV", "W", "K", "mol", "A", "C", "V", "cd", "rad", "degree"}
+SI_CONSTANTS = {"pi", "kB", "Nav", "c", "e"}
+SI_PREFIXES = ("da", "E", "P", "T", "G", "M", "k", "h", "d", "c", "m", "u", "n", "p", "f", "a")
+EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s.]+")
+#: Entries of step/time read at once (8 MiB of int64).
+SERIES_BLOCK = 1 << 20
+#: Objects visited at most when looking for links (bounds the walk of pathological files).
+MAX_OBJECTS = 100_000
+#: Soft links followed in a row before calling it a loop (HDF5's own limit is 16).
+MAX_SOFT_LINKS = 16
 
 
-class UnreadableFile(H5mdToolError):
-    """The file could not be read at all (missing, not HDF5, truncated, a directory)."""
-
-    exit_code = 2
-
-
-@dataclass
-class Finding:
-    """One problem found in a file."""
-
-    rule: str
-    severity: str
-    path: str
-    message: str
-    fix: str = None
+def _reason(error):
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
-@dataclass
-class FileReport:
-    """Findings for one file."""
-
-    file: str
-    findings: list = field(default_factory=list)
-
-    def add(self, rule, severity, path, message, fix=None):
-        self.findings.append(Finding(rule, severity, path, message, fix))
-
-    @property
-    def errors(self):
-        return [f for f in self.findings if f.severity == ERROR]
-
-    @property
-    def warnings(self):
-        return [f for f in self.findings if f.severity == WARNING]
-
-    def as_dict(self):
-        return {"file": self.file, "errors": len(self.errors), "warnings": len(self.warnings),
-                "findings": [asdict(f) for f in self.findings]}
-
-
-def _get(group, name):
-    """``group[name]`` or None, for any failure (missing, dangling or looping link...)."""
-    try:
-        return group[name]
-    except Exception:  # noqa: BLE001 - h5py raises KeyError, OSError, RuntimeError...
-        return None
-
-
-def _attr(obj, name):
-    try:
-        return obj.attrs[name] if name in obj.attrs else None
-    except Exception:  # noqa: BLE001
-        return None
+def _join(path, name):
+    return f"{path.rstrip('/')}/{name}"
 
 
 def _is_group(obj):
@@ -97,20 +78,10 @@ def _is_dataset(obj):
     return isinstance(obj, h5py.Dataset)
 
 
-def _text(value):
-    if isinstance(value, bytes):
-        try:
-            return value.decode()
-        except UnicodeDecodeError:
-            return None
-    if isinstance(value, str):
-        return value
-    if isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind in "OSU":
-        return _text(value.item())
-    return None
-
-
 def _integers(value):
+    """*value* as an integer array, or None when it is not of an integer type."""
+    if value is None:
+        return None
     try:
         array = np.asarray(value)
     except Exception:  # noqa: BLE001
@@ -118,219 +89,972 @@ def _integers(value):
     return array if array.dtype.kind in "iu" else None
 
 
-def _links(report, group, path):
-    """Report external links and dangling soft links under *group*; return child names safe to open."""
-    import h5py
+def _text(value):
+    """*value* as a str when it is a (scalar) string, else None."""
+    if isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind in "OSU":
+        value = value.item()
+    if isinstance(value, (bytes, np.bytes_)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    if isinstance(value, str):
+        return value
+    return None
 
-    safe = []
-    try:
-        names = list(group)
-    except Exception as error:  # noqa: BLE001
-        report.add("FILE002", ERROR, path, f"cannot list this group: {error}")
-        return safe
-    for name in names:
-        child_path = f"{path.rstrip('/')}/{name}"
+
+@dataclass
+class Element:
+    """An H5MD element as found: a time-dependent group or a time-independent dataset."""
+
+    path: str
+    obj: object
+    time_dependent: bool
+    value: object = None
+    shape: tuple = None
+    step: object = None
+    time: object = None
+    step_mode: str = None  # "explicit" or "fixed"
+    time_mode: str = None
+
+    @property
+    def n_frames(self):
+        return self.shape[0] if self.time_dependent and self.shape else None
+
+    def particle_count(self):
+        """Length of the particle axis (after the frame axis), or None."""
+        if not self.shape:
+            return None
+        axis = 1 if self.time_dependent else 0
+        return self.shape[axis] if len(self.shape) > axis else None
+
+
+class Access:
+    """Guarded access to an open file: never raises, records link and read problems."""
+
+    def __init__(self, handle, report):
+        self.handle = handle
+        self.report = report
+
+    def _link_severity(self, path):
+        top = path.strip("/").split("/", 1)[0]
+        return ERROR if top in H5MD_ROOTS else WARNING
+
+    def names(self, group, path):
+        """Member names of *group* (creation order when tracked, else by name)."""
+        try:
+            return list(group)
+        except Exception as error:  # noqa: BLE001
+            self.report.add("FILE002", path, f"cannot list this group: {_reason(error)}")
+            return []
+
+    def link(self, group, name, path):
+        """The link object for *name* (HardLink, SoftLink, ExternalLink) or None."""
+        try:
+            return group.get(name, getlink=True)
+        except Exception as error:  # noqa: BLE001
+            self.report.add("FILE003", path, f"cannot read the link: {_reason(error)}")
+            return None
+
+    def resolve(self, group, name, path, depth=0):
+        """Follow member *name* of *group* without ever crossing into another file.
+
+        Returns the object, or ``("missing",)``, ``("loop", link)``, ``("external", link)``
+        or ``("error", exception)``. Soft links are resolved one path component at a time,
+        each component's link type checked first.
+        """
+        import h5py
+
         try:
             link = group.get(name, getlink=True)
-        except Exception:  # noqa: BLE001
-            link = None
+        except Exception as error:  # noqa: BLE001
+            return ("error", error)
+        if link is None:
+            return ("missing",)
         if isinstance(link, h5py.ExternalLink):
-            report.add("LINK001", WARNING, child_path, f"external link to {link.filename}:{link.path}, not followed")
-            continue
-        if isinstance(link, h5py.SoftLink) and _get(group, name) is None:
-            report.add("LINK002", ERROR, child_path, f"soft link to {link.path} cannot be resolved (dangling or a loop)")
-            continue
-        safe.append(name)
-    return safe
+            return ("external", link)
+        if isinstance(link, h5py.SoftLink):
+            if depth >= MAX_SOFT_LINKS:
+                return ("loop", link)
+            obj = self.handle if link.path.startswith("/") else group
+            for component in (c for c in link.path.split("/") if c and c != "."):
+                if not _is_group(obj):
+                    return ("missing",)
+                obj = self.resolve(obj, component, path, depth + 1)
+                if isinstance(obj, tuple):
+                    return obj if obj[0] != "missing" else ("dangling", link)
+            return obj
+        try:
+            return group[name]
+        except Exception as error:  # noqa: BLE001
+            return ("error", error)
 
-
-def _check_h5md_root(report, handle):
-    root = _get(handle, "h5md")
-    if root is None or not _is_group(root):
-        report.add("H5MD001", ERROR, "/h5md", "missing /h5md group")
-        return
-    version = _integers(_attr(root, "version"))
-    if version is None or version.shape != (2,):
-        report.add("H5MD002", ERROR, "/h5md", "attribute version must be two integers, e.g. [1, 1]")
-    author = _get(root, "author")
-    if author is None or _text(_attr(author, "name")) is None:
-        report.add("H5MD003", ERROR, "/h5md/author", "missing group author with a string attribute name")
-    elif _attr(author, "email") is not None:
-        email = _text(_attr(author, "email"))
-        if email is None or not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", email):
-            report.add("H5MD104", WARNING, "/h5md/author", f"email {email!r} does not look like an e-mail address")
-    creator = _get(root, "creator")
-    if creator is None or _text(_attr(creator, "name")) is None or _text(_attr(creator, "version")) is None:
-        report.add("H5MD004", ERROR, "/h5md/creator", "missing group creator with string attributes name and version")
-    modules = _get(root, "modules")
-    if modules is not None and _is_group(modules):
-        for name in _links(report, modules, "/h5md/modules"):
-            module = _get(modules, name)
-            if module is None or _attr(module, "version") is None:
-                report.add("H5MD005", ERROR, f"/h5md/modules/{name}", "module without a version attribute")
-    if modules is None or _get(modules, "units") is None:
-        report.add("H5MD102", WARNING, "/h5md/modules/units", "no units module: unit attributes are not declared")
-
-
-def _series_length(report, element, path, name, n_frames):
-    """Check an element's step or time; return True if it is explicit (1-D)."""
-    dataset = _get(element, name)
-    if dataset is None:
-        return None
-    if not _is_dataset(dataset):
-        report.add("H5MD020", ERROR, f"{path}/{name}", f"{name} must be a dataset")
-        return None
-    shape = dataset.shape
-    if shape == ():
-        return False
-    if len(shape) != 1 or shape[0] != n_frames:
-        report.add("H5MD020" if name == "step" else "H5MD021", ERROR, f"{path}/{name}",
-                   f"{name} has shape {shape}; it must be 1-D with one entry per frame ({n_frames})")
-        return True
-    if name == "step":
-        if dataset.dtype.kind not in "iu":
-            report.add("H5MD020", ERROR, f"{path}/step", f"step must hold integers, not {dataset.dtype}")
-        else:
-            try:
-                steps = dataset[:]
-                if np.any(np.diff(steps) <= 0):
-                    at = int(np.flatnonzero(np.diff(steps) <= 0)[0]) + 1
-                    report.add("H5MD020", ERROR, f"{path}/step", f"step must increase strictly; entry {at} does not")
-            except Exception as error:  # noqa: BLE001
-                report.add("FILE003", ERROR, f"{path}/step", f"cannot read: {error}")
-    return True
-
-
-def _check_element(report, element, path, dimension, profile):
-    value = _get(element, "value")
-    if value is None or not _is_dataset(value):
-        report.add("H5MD020", ERROR, path, "time-dependent element without a value dataset")
-        return None
-    shape = value.shape
-    name = path.rsplit("/", 1)[-1]
-    if name in ELEMENT_KINDS and (len(shape) != 3 or (dimension and shape[2] != dimension)):
-        report.add("H5MD023", ERROR, f"{path}/value", f"{name} values must be [n][N][D] with D = {dimension}, got {shape}")
-    n_frames = shape[0] if shape else 0
-    if _get(element, "step") is None:
-        report.add("H5MD020", ERROR, path, "time-dependent element without a step dataset")
-    else:
-        _series_length(report, element, path, "step", n_frames)
-    _series_length(report, element, path, "time", n_frames)
-    kind = ELEMENT_KINDS.get(name, "length" if name == "edges" else None)
-    unit = _text(_attr(value, "unit"))
-    if kind and unit is None:
-        report.add("H5MD101", WARNING, f"{path}/value", "no unit attribute")
-    elif kind and unit not in KNOWN_UNITS[kind] and profile in ("mdanalysis", "all"):
-        report.add("MDA005", ERROR, f"{path}/value", f"unit {unit!r} is not one MDAnalysis knows")
-    time = _get(element, "time")
-    if time is not None and _text(_attr(time, "unit")) not in KNOWN_UNITS["time"] and profile in ("mdanalysis", "all"):
-        report.add("MDA005", ERROR, f"{path}/time", f"time unit {_text(_attr(time, 'unit'))!r} is not one MDAnalysis knows")
-    return value
-
-
-def _check_particles(report, handle, profile):
-    particles = _get(handle, "particles")
-    if particles is None or not _is_group(particles):
-        if profile in ("mdanalysis", "all"):
-            report.add("MDA001", ERROR, "/particles", "no /particles group")
-        return {}
-    groups = _links(report, particles, "/particles")
-    if profile in ("mdanalysis", "all"):
-        if "trajectory" not in groups:
-            report.add("MDA001", ERROR, "/particles/trajectory", "MDAnalysis reads the group particles/trajectory")
-        elif groups[0] != "trajectory":
-            report.add("MDA006", ERROR, "/particles", f"MDAnalysis reads the first group listed, here {groups[0]!r}, not 'trajectory'")
-    values = {}
-    for name in groups:
-        group = _get(particles, name)
-        path = f"/particles/{name}"
+    def child(self, group, name, path):
+        """Member *name* of *group*, or None when missing, external, broken or unreadable."""
         if group is None or not _is_group(group):
-            continue
-        box = _get(group, "box")
-        dimension = None
-        if box is None:
-            report.add("H5MD010", ERROR, f"{path}/box", "particle group without a box")
-        else:
-            dim = _integers(_attr(box, "dimension"))
-            if dim is None or dim.shape != () or not 1 <= int(dim) <= 3:
-                report.add("H5MD010", ERROR, f"{path}/box", "box needs an integer attribute dimension (1-3)")
-            else:
-                dimension = int(dim)
-                if dimension != 3 and profile in ("mdanalysis", "all") and name == "trajectory":
-                    report.add("MDA002", ERROR, f"{path}/box", "MDAnalysis needs box dimension 3")
-            boundary = _attr(box, "boundary")
-            texts = [_text(b) for b in np.atleast_1d(boundary)] if boundary is not None else []
-            if boundary is None or (dimension and len(texts) != dimension) or any(t not in ("periodic", "none") for t in texts):
-                report.add("H5MD011", ERROR, f"{path}/box", "boundary must list 'periodic' or 'none' for each dimension")
-            edges = _get(box, "edges")
-            if edges is None and any(t == "periodic" for t in texts):
-                report.add("H5MD012", ERROR, f"{path}/box", "periodic box without edges")
-            if edges is not None:
-                value = _check_element(report, edges, f"{path}/box/edges", dimension, profile) if _is_group(edges) else edges
-                if value is not None and dimension and value.shape[-1:] != (dimension,):
-                    report.add("H5MD012", ERROR, f"{path}/box/edges", f"edges shape {value.shape} does not fit dimension {dimension}")
-        names = _links(report, group, path)
-        present = [e for e in ELEMENT_KINDS if e in names]
-        if name == "trajectory" and not present and profile in ("mdanalysis", "all"):
-            report.add("MDA004", ERROR, path, "none of position, velocity, force: MDAnalysis has nothing to read")
-        if "image" in names and "position" not in names:
-            report.add("H5MD024", ERROR, f"{path}/image", "image requires position")
-        for element_name in present:
-            element = _get(group, element_name)
-            if element is not None and _is_group(element):
-                values[f"{path}/{element_name}/value"] = _check_element(report, element, f"{path}/{element_name}", dimension, profile)
-            else:
-                report.add("H5MD020", ERROR, f"{path}/{element_name}", "a time-dependent element must be a group with value and step")
-        position = _get(group, "position")
-        edges = _get(group, "box/edges")
-        if position is not None and edges is not None and _is_group(edges) and _get(edges, "step") is not None:
-            for series in ("step", "time"):
-                a, b = _get(position, series), _get(edges, series)
-                if a is not None and b is not None and a != b:
-                    report.add("H5MD025", WARNING, f"{path}/box/edges/{series}", f"box and position {series} are not the same object (hard link)")
-    return values
+            return None
+        obj = self.resolve(group, name, path)
+        if not isinstance(obj, tuple):
+            return obj
+        self.report_problem(path, obj)
+        return None
+
+    def report_problem(self, path, outcome):
+        kind = outcome[0]
+        if kind == "external":
+            self._external(path, outcome[1])
+        elif kind in ("loop", "dangling"):
+            self._broken_soft_link(path, outcome[1])
+        elif kind == "error":
+            self.report.add("FILE003", path, f"cannot open: {_reason(outcome[1])}")
+
+    def _external(self, path, link):
+        self.report.add("LINK001", path, f"external link to {link.filename}:{link.path} (directly or through a soft link), not followed")
+
+    def _broken_soft_link(self, path, link):
+        self.report.add("LINK002", path, f"soft link to {link.path} cannot be resolved (dangling, or a loop)",
+                        severity=self._link_severity(path))
+
+    def attr(self, obj, name, path):
+        """Attribute *name* of *obj*, or None when absent or unreadable (FILE003)."""
+        try:
+            if name not in obj.attrs:
+                return None
+            return obj.attrs[name]
+        except Exception as error:  # noqa: BLE001
+            self.report.add("FILE003", path, f"cannot read attribute {name}: {_reason(error)}")
+            return None
+
+    def string_kind(self, obj, name):
+        """``(variable_length, shape)`` of a string attribute, or None for non-strings."""
+        import h5py
+
+        try:
+            attribute = obj.attrs.get_id(name)
+            kind = attribute.get_type()
+            if not isinstance(kind, h5py.h5t.TypeStringID):
+                return None
+            return bool(kind.is_variable_str()), attribute.shape
+        except Exception:  # noqa: BLE001
+            return None
+
+    def shape(self, dataset, path):
+        try:
+            shape = dataset.shape
+        except Exception as error:  # noqa: BLE001
+            self.report.add("FILE003", path, f"cannot read the shape: {_reason(error)}")
+            return None
+        return None if shape is None else tuple(int(s) for s in shape)
+
+    def kind(self, dataset, path):
+        """numpy dtype kind of *dataset* ('i', 'u', 'f', 'S', 'O', 'V'...), or None."""
+        try:
+            return dataset.dtype.kind
+        except Exception as error:  # noqa: BLE001
+            self.report.add("FILE003", path, f"cannot read the datatype: {_reason(error)}")
+            return None
+
+    def read(self, dataset, path, selection=()):
+        try:
+            return dataset[selection]
+        except Exception as error:  # noqa: BLE001
+            self.report.add("FILE003", path, f"cannot read the data: {_reason(error)}")
+            return None
 
 
-def lint_dataset(report, path, dataset):
-    """Layout warnings for a per-atom ``(n, N, D)`` value dataset, with the fix spelled out."""
-    fix = f"h5mdtool convert {report.file} -o {os.path.splitext(report.file)[0]}_relayout.h5md --chunk-frames auto"
+def open_hdf5(path):
+    """Open *path* read-only with h5py.
+
+    Raises
+    ------
+    UnreadableError
+        If the path is missing, a directory, or not a readable HDF5 file (empty, truncated,
+        another format).
+    """
+    import h5py
+
+    if not os.path.exists(path):
+        raise UnreadableError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise UnreadableError(f"{path}: is a directory, not a file")
     try:
-        shape, chunks = dataset.shape, dataset.chunks
-        itemsize = dataset.dtype.itemsize
-        plist = dataset.id.get_create_plist()
-        filters = [plist.get_filter(i)[0] for i in range(plist.get_nfilters())]
-    except Exception as error:  # noqa: BLE001
-        report.add("FILE003", ERROR, path, f"cannot read the dataset's layout: {error}")
-        return
-    if len(shape) != 3:
-        return
-    frame_bytes = shape[1] * shape[2] * itemsize
-    if chunks is None:
-        if shape[0] * frame_bytes > LARGE_CONTIGUOUS:
-            report.add("LINT005", WARNING, path, f"contiguous dataset of {shape[0] * frame_bytes / 1e9:.0f} GB: cannot be compressed or grown", fix)
-        return
-    if chunks[1] < shape[1] or chunks[2] < shape[2]:
-        touched = -(-shape[1] // chunks[1]) * -(-shape[2] // chunks[2])
-        read = touched * int(np.prod(chunks)) * itemsize
-        report.add("LINT001", WARNING, path,
-                   f"chunks {chunks} split a frame: reading one frame touches {touched} chunks and "
-                   f"{read / 1e6:.1f} MB for {frame_bytes / 1e6:.2f} MB of data (paper 004: 10x slower)", fix)
-    chunk_bytes = int(np.prod(chunks)) * itemsize
-    if chunk_bytes > DEFAULT_CHUNK_CACHE:
-        report.add("LINT003", WARNING, path, f"chunks of {chunk_bytes / 1e6:.1f} MB exceed the default 1 MiB chunk cache: every read decompresses again unless readers raise rdcc_nbytes", fix)
-    for code in filters:
-        if code not in BUILTIN_FILTERS:
-            report.add("LINT004", WARNING, path, f"filter {code} is not built into HDF5: readers need its plugin (h5py bundles lzf)",
-                       f"h5mdtool convert {report.file} -o {os.path.splitext(report.file)[0]}_gzip.h5md --compression gzip")
+        return h5py.File(path, "r")
+    except Exception as error:  # noqa: BLE001 - every way of failing means "cannot be read"
+        raise UnreadableError(f"{path}: not a readable HDF5 file (empty, truncated or another format: {_reason(error)})") from None
 
 
-def validate_file(path, profile="all"):
-    """Check one H5MD file.
+class Checker:
+    """Runs the rules of one profile over one open file."""
+
+    def __init__(self, handle, report, profile, path):
+        self.handle = handle
+        self.report = report
+        self.profile = profile
+        self.path = path
+        self.access = Access(handle, report)
+        self.groups = {}  # particle group path -> {"dimension", "elements", "box_edges"}
+
+    @property
+    def h5md(self):
+        return self.profile in ("h5md", "all")
+
+    @property
+    def mdanalysis(self):
+        return self.profile in ("mdanalysis", "all")
+
+    def add(self, rule, path, message, fix=None, severity=None):
+        self.report.add(rule, path, message, fix, severity)
+
+    def run(self):
+        self.walk_links()
+        if self.h5md:
+            self.check_metadata()
+        self.check_particles()
+        if self.h5md:
+            self.check_observables()
+        if self.mdanalysis:
+            MDAnalysisProfile(self).run()
+        if self.profile == "all":
+            self.lint()
+
+    # -- links ---------------------------------------------------------------------------
+    def walk_links(self):
+        """Report external links and broken soft links anywhere in the file."""
+        import h5py
+
+        a = self.access
+        seen = {self.handle.id}
+        queue = [(self.handle, "/")]
+        visited = 0
+        while queue and visited < MAX_OBJECTS:
+            group, path = queue.pop()
+            for name in a.names(group, path):
+                visited += 1
+                child_path = _join(path, name)
+                link = a.link(group, name, child_path)
+                if isinstance(link, (h5py.ExternalLink, h5py.SoftLink)):
+                    outcome = a.resolve(group, name, child_path)
+                    if isinstance(outcome, tuple):
+                        a.report_problem(child_path, outcome)
+                elif isinstance(link, h5py.HardLink):
+                    obj = a.child(group, name, child_path)
+                    if obj is not None and _is_group(obj) and obj.id not in seen:
+                        seen.add(obj.id)
+                        queue.append((obj, child_path))
+
+    # -- /h5md ---------------------------------------------------------------------------
+    def check_string(self, obj, name, path, rule, variable, required=True):
+        """A scalar string attribute: its text, or None (then *rule* when required)."""
+        value = self.access.attr(obj, name, path)
+        if value is None:
+            if required:
+                self.add(rule, path, f"no attribute {name}")
+            return None
+        text = _text(value)
+        if text is None and isinstance(value, np.ndarray) and value.size == 1 and value.dtype.kind in "OSU":
+            text = _text(value.reshape(()))
+        if text is None:
+            self.add(rule, path, f"attribute {name} must be a string, not {type(value).__name__} {np.asarray(value).dtype}")
+            return None
+        self.check_string_kind(obj, name, path, variable)
+        return text
+
+    def check_string_kind(self, obj, name, path, variable):
+        kind = self.access.string_kind(obj, name)
+        if kind is None:
+            return
+        is_variable, shape = kind
+        wanted = "variable-length" if variable else "fixed-length"
+        if is_variable != variable:
+            self.add("H5MD103", path, f"attribute {name} is a {'variable' if is_variable else 'fixed'}-length string; H5MD 1.1 asks a {wanted} string")
+
+    def check_metadata(self):
+        a = self.access
+        root = a.child(self.handle, "h5md", "/h5md")
+        if root is None:
+            self.add("H5MD001", "/h5md", "no /h5md group: not an H5MD file")
+            return
+        if not _is_group(root):
+            self.add("H5MD001", "/h5md", "/h5md is not a group")
+            return
+        version = _integers(a.attr(root, "version", "/h5md"))
+        if version is None or version.shape != (2,):
+            self.add("H5MD002", "/h5md", "attribute version must be two integers, e.g. [1, 1]")
+        elif tuple(int(v) for v in version) not in ((1, 0), (1, 1)):
+            self.add("H5MD006", "/h5md", f"version {tuple(int(v) for v in version)} is not 1.0 or 1.1; checked against H5MD 1.1")
+        author = a.child(root, "author", "/h5md/author")
+        if author is None or not _is_group(author):
+            self.add("H5MD003", "/h5md/author", "no group author")
+        else:
+            self.check_string(author, "name", "/h5md/author", "H5MD003", variable=False)
+            if a.attr(author, "email", "/h5md/author") is not None:
+                email = self.check_string(author, "email", "/h5md/author", "H5MD105", variable=False)
+                if email is not None and not EMAIL.fullmatch(email):
+                    self.add("H5MD105", "/h5md/author", f"email {email!r} does not look like name@domain.tld")
+        creator = a.child(root, "creator", "/h5md/creator")
+        if creator is None or not _is_group(creator):
+            self.add("H5MD004", "/h5md/creator", "no group creator")
+        else:
+            self.check_string(creator, "name", "/h5md/creator", "H5MD004", variable=False)
+            self.check_string(creator, "version", "/h5md/creator", "H5MD004", variable=False)
+        modules = a.child(root, "modules", "/h5md/modules")
+        units = None
+        if modules is not None:
+            if not _is_group(modules):
+                self.add("H5MD014", "/h5md/modules", "modules must be a group")
+            else:
+                for name in a.names(modules, "/h5md/modules"):
+                    path = f"/h5md/modules/{name}"
+                    module = a.child(modules, name, path)
+                    if module is None:
+                        continue
+                    if not _is_group(module):
+                        self.add("H5MD014", path, "a module must be a group")
+                        continue
+                    version = _integers(a.attr(module, "version", path))
+                    if version is None or version.shape != (2,):
+                        self.add("H5MD005", path, "module without an Integer[2] attribute version")
+                    if name == "units":
+                        units = module
+        if units is None:
+            self.add("H5MD102", "/h5md/modules/units", "no units module: the unit attributes are not declared")
+        else:
+            self.check_string(units, "system", "/h5md/modules/units", "H5MD102", variable=True)
+
+    # -- time-dependent elements ---------------------------------------------------------
+    def element(self, obj, path):
+        """Check an element (group or dataset) and return what was found."""
+        if _is_dataset(obj):
+            return Element(path, obj, False, value=obj, shape=self.access.shape(obj, path))
+        a = self.access
+        element = Element(path, obj, True)
+        value = a.child(obj, "value", f"{path}/value")
+        if value is None or not _is_dataset(value):
+            if self.h5md:
+                self.add("H5MD020", path, "time-dependent element (a group) without a value dataset")
+        else:
+            element.value = value
+            shape = a.shape(value, f"{path}/value")
+            if not shape:
+                if self.h5md:
+                    self.add("H5MD020", f"{path}/value", "value has no [variable] first dimension (scalar or empty dataspace)")
+            else:
+                element.shape = shape
+        self.check_step(element)
+        self.check_time(element)
+        return element
+
+    def check_step(self, element):
+        a, path = self.access, f"{element.path}/step"
+        step = a.child(element.obj, "step", path)
+        if step is None:
+            if self.h5md:
+                self.add("H5MD021", element.path, "time-dependent element without a step dataset")
+            return
+        if not _is_dataset(step):
+            if self.h5md:
+                self.add("H5MD021", path, "step must be a dataset")
+            return
+        element.step = step
+        shape, kind = a.shape(step, path), a.kind(step, path)
+        if shape is None or kind is None:
+            if self.h5md and shape is None:
+                self.add("H5MD021", path, "step has an empty dataspace")
+            return
+        if len(shape) == 0:
+            element.step_mode = "fixed"
+        elif len(shape) == 1:
+            element.step_mode = "explicit"
+        if not self.h5md:
+            return
+        if kind not in "iu":
+            self.add("H5MD021", path, f"step must hold integers, not {step.dtype}")
+            return
+        if element.step_mode is None:
+            self.add("H5MD021", path, f"step has shape {shape}; it must be 1-D (explicit) or scalar (fixed)")
+            return
+        if element.step_mode == "fixed":
+            increment = a.read(step, path)
+            if increment is not None and int(increment) <= 0:
+                self.add("H5MD023", path, f"fixed step increment {int(increment)} must be positive")
+            offset = a.attr(step, "offset", path)
+            if offset is not None and (_integers(offset) is None or np.ndim(offset) != 0):
+                self.add("H5MD021", path, "attribute offset of a fixed step must be a scalar integer")
+            return
+        n = element.n_frames
+        if n is not None and shape[0] != n:
+            self.add("H5MD022", path, f"step has {shape[0]} entries but value has {n} rows")
+            return
+        at = self.first_violation(step, path, shape[0], strict=True)
+        if at is not None:
+            self.add("H5MD023", path, f"step must increase strictly; entry {at} does not")
+
+    def check_time(self, element):
+        a, path = self.access, f"{element.path}/time"
+        time = a.child(element.obj, "time", path)
+        if time is None:
+            return
+        if not _is_dataset(time):
+            if self.h5md:
+                self.add("H5MD024", path, "time must be a dataset")
+            return
+        element.time = time
+        shape, kind = a.shape(time, path), a.kind(time, path)
+        if shape is not None:
+            element.time_mode = {0: "fixed", 1: "explicit"}.get(len(shape))
+        if not self.h5md or shape is None or kind is None:
+            return
+        if kind not in "iuf":
+            self.add("H5MD024", path, f"time must hold Float or Integer values, not {time.dtype}")
+            return
+        if element.time_mode is None:
+            self.add("H5MD024", path, f"time has shape {shape}; it must be 1-D (explicit) or scalar (fixed)")
+            return
+        if element.step_mode and element.time_mode != element.step_mode:
+            self.add("H5MD024", path, f"time is {element.time_mode} but step is {element.step_mode}: both must use the same storage mode")
+            return
+        if element.time_mode == "explicit":
+            n = element.n_frames
+            if n is not None and shape[0] != n:
+                self.add("H5MD024", path, f"time has {shape[0]} entries but value has {n} rows")
+                return
+            at = self.first_violation(time, path, shape[0], strict=False)
+            if at is not None:
+                self.add("H5MD024", path, f"time must not decrease (nor be NaN); entry {at} does")
+
+    def first_violation(self, dataset, path, length, strict):
+        """Index of the first entry not above (strict) / below its predecessor, or None."""
+        previous = None
+        for start in range(0, length, SERIES_BLOCK):
+            block = self.access.read(dataset, path, np.s_[start:start + SERIES_BLOCK])
+            if block is None or block.size == 0:
+                return None
+            block = np.asarray(block)
+            if block.dtype.kind == "f":
+                bad = np.flatnonzero(~np.isfinite(block))
+                if bad.size:
+                    return start + int(bad[0])
+            values = block if previous is None else np.concatenate([[previous], block])
+            steps = np.diff(values)
+            bad = np.flatnonzero(steps <= 0 if strict else steps < 0)
+            if bad.size:
+                return start + int(bad[0]) + (1 if previous is None else 0)
+            previous = block[-1]
+        return None
+
+    # -- particles ---------------------------------------------------------------------------
+    def check_particles(self):
+        a = self.access
+        particles = a.child(self.handle, "particles", "/particles")
+        if particles is None:
+            return
+        if not _is_group(particles):
+            if self.h5md:
+                self.add("H5MD014", "/particles", "/particles must be a group")
+            return
+        for name in a.names(particles, "/particles"):
+            path = f"/particles/{name}"
+            group = a.child(particles, name, path)
+            if group is None:
+                continue
+            if not _is_group(group):
+                if self.h5md:
+                    self.add("H5MD014", path, "a particle group must be a group")
+                continue
+            self.groups[path] = self.check_particle_group(group, path)
+
+    def check_box(self, group, path):
+        """The box's dimension (or None) and its edges element (or None)."""
+        a = self.access
+        box_path = f"{path}/box"
+        box = a.child(group, "box", box_path)
+        if box is None:
+            if self.h5md:
+                self.add("H5MD010", box_path, "particle group without a box group")
+            return None, None
+        if not _is_group(box):
+            if self.h5md:
+                self.add("H5MD014", box_path, "box must be a group")
+            return None, None
+        dimension = None
+        raw = _integers(a.attr(box, "dimension", box_path))
+        if raw is None or raw.shape != () or int(raw) < 1:
+            if self.h5md:
+                self.add("H5MD010", box_path, "box needs a scalar integer attribute dimension >= 1")
+        else:
+            dimension = int(raw)
+        boundary = a.attr(box, "boundary", box_path)
+        texts = []
+        if boundary is not None and np.ndim(boundary) == 1:
+            texts = [_text(b) for b in boundary]
+        if self.h5md:
+            if (boundary is None or np.ndim(boundary) != 1 or (dimension and len(texts) != dimension)
+                    or any(t not in ("periodic", "none") for t in texts)):
+                shown = boundary.tolist() if isinstance(boundary, np.ndarray) else boundary
+                self.add("H5MD011", box_path, f"boundary must be {dimension or 'D'} strings, each 'periodic' or 'none'; found {shown!r}")
+            elif boundary is not None:
+                self.check_string_kind(box, "boundary", box_path, variable=False)
+        edges_path = f"{box_path}/edges"
+        edges = a.child(box, "edges", edges_path)
+        if edges is None:
+            if self.h5md and "periodic" in texts:
+                self.add("H5MD012", box_path, "periodic box without edges")
+            return dimension, None
+        if not (_is_group(edges) or _is_dataset(edges)):
+            return dimension, None
+        element = self.element(edges, edges_path)
+        if self.h5md and element.shape is not None and dimension:
+            data = element.shape[1:] if element.time_dependent else element.shape
+            if data not in ((dimension,), (dimension, dimension)):
+                where = f"{edges_path}/value" if element.time_dependent else edges_path
+                form = "[n][D] or [n][D][D]" if element.time_dependent else "[D] or [D][D]"
+                self.add("H5MD013", where, f"edges of shape {element.shape} do not fit dimension {dimension} ({form})")
+        if self.h5md and element.value is not None:
+            kind = self.access.kind(element.value, element.path)
+            if kind is not None and kind not in "iuf":
+                self.add("H5MD013", element.path, f"edges must be Float or Integer, not {element.value.dtype}")
+        return dimension, element
+
+    def check_particle_group(self, group, path):
+        a = self.access
+        dimension, edges = self.check_box(group, path)
+        elements = {}
+        for name in a.names(group, path):
+            if name == "box":
+                continue
+            element_path = f"{path}/{name}"
+            obj = a.child(group, name, element_path)
+            if obj is None or not (_is_group(obj) or _is_dataset(obj)):
+                continue
+            elements[name] = self.element(obj, element_path)
+        if self.h5md:
+            self.check_vectors(elements, dimension)
+            self.check_links(path, elements, edges)
+            self.check_counts(elements)
+            for name, element in list(elements.items()) + [("edges", edges)]:
+                if element is not None and name in UNIT_KINDS:
+                    self.check_units(element)
+        return {"dimension": dimension, "elements": elements, "edges": edges, "group": group}
+
+    def check_vectors(self, elements, dimension):
+        for name in VECTORS:
+            element = elements.get(name)
+            if element is None or element.shape is None:
+                continue
+            rank = 3 if element.time_dependent else 2
+            where = f"{element.path}/value" if element.time_dependent else element.path
+            form = "[n][N][D]" if element.time_dependent else "[N][D]"
+            if len(element.shape) != rank or (dimension and element.shape[-1] != dimension):
+                self.add("H5MD030", where, f"{name} values must be {form} with D = {dimension or 'the box dimension'}, got shape {element.shape}")
+            kind = self.access.kind(element.value, where)
+            if kind is not None and kind not in "iuf":
+                self.add("H5MD030", where, f"{name} values must be Float or Integer, not {element.value.dtype}")
+        if "image" in elements and "position" not in elements:
+            self.add("H5MD031", elements["image"].path, "image requires position")
+
+    def check_links(self, path, elements, edges):
+        position = elements.get("position")
+        if position is None or not position.time_dependent:
+            return
+        for other in (edges, elements.get("image")):
+            if other is None or not other.time_dependent:
+                continue
+            for series in ("step", "time"):
+                mine, theirs = getattr(other, series), getattr(position, series)
+                if mine is None and theirs is None:
+                    continue
+                if mine is None or theirs is None or mine != theirs:
+                    self.add("H5MD032", f"{other.path}/{series}", f"{series} is not a hard link to {position.path}/{series}")
+
+    def check_counts(self, elements):
+        counts = {name: elements[name].particle_count() for name in PER_PARTICLE if name in elements}
+        counts = {name: n for name, n in counts.items() if n is not None}
+        if not counts:
+            return
+        reference = "position" if "position" in counts else next(iter(counts))
+        for name, n in counts.items():
+            if n != counts[reference]:
+                self.add("H5MD033", elements[name].path, f"{name} holds {n} particles but {reference} holds {counts[reference]}")
+
+    def check_units(self, element):
+        targets = [(element.value, f"{element.path}/value" if element.time_dependent else element.path)]
+        if element.time is not None:
+            targets.append((element.time, f"{element.path}/time"))
+        for dataset, path in targets:
+            if dataset is None:
+                continue
+            value = self.access.attr(dataset, "unit", path)
+            if value is None:
+                self.add("H5MD101", path, "no unit attribute")
+                continue
+            text = _text(value)
+            if text is None:
+                self.add("H5MD104", path, f"unit must be a string, not {np.asarray(value).dtype}")
+                continue
+            self.check_string_kind(dataset, "unit", path, variable=True)
+            problem = unit_string_problem(text)
+            if problem:
+                self.add("H5MD104", path, f"unit {text!r} is not a unit string of the units module: {problem}")
+
+    # -- observables -----------------------------------------------------------------------
+    def check_observables(self):
+        a = self.access
+        root = a.child(self.handle, "observables", "/observables")
+        if root is None:
+            return
+        if not _is_group(root):
+            self.add("H5MD014", "/observables", "/observables must be a group")
+            return
+        stack = [(root, "/observables", 0)]
+        while stack:
+            group, path, depth = stack.pop()
+            for name in a.names(group, path):
+                child_path = _join(path, name)
+                obj = a.child(group, name, child_path)
+                if obj is None or not _is_group(obj):
+                    continue  # a dataset is a time-independent observable
+                members = a.names(obj, child_path)
+                if "value" in members or "step" in members:
+                    self.element(obj, child_path)
+                elif depth < 8:
+                    stack.append((obj, child_path, depth + 1))
+
+    # -- layout ----------------------------------------------------------------------------
+    def lint(self):
+        for info in self.groups.values():
+            for element in info["elements"].values():
+                if element.time_dependent and element.value is not None and element.shape and len(element.shape) == 3:
+                    lint.lint_dataset(self.report, f"{element.path}/value", element.value, self.path)
+
+
+def unit_string_problem(text):
+    """Why *text* is not a unit string of the H5MD units module ("SI" system), or None."""
+    factors = text.split(" ")
+    if not text or any(f == "" for f in factors):
+        return "factors are separated by single spaces"
+    seen = set()
+    for position, factor in enumerate(factors):
+        if re.fullmatch(r"\d+(\.\d+)?([+-]\d+)?", factor):
+            if position:
+                return "a numeric factor must come first"
+            continue
+        match = re.fullmatch(r"([A-Za-z]+)([+-]?[1-9]\d*)?", factor)
+        if not match:
+            return f"cannot read factor {factor!r}"
+        symbol = match.group(1)
+        if not _known_symbol(symbol):
+            return f"unknown symbol {symbol!r}"
+        if symbol in seen:
+            return f"symbol {symbol!r} occurs twice"
+        seen.add(symbol)
+    return None
+
+
+def _known_symbol(symbol):
+    if symbol in SI_SYMBOLS or symbol in SI_CONSTANTS:
+        return True
+    return any(symbol.startswith(p) and symbol[len(p):] in SI_SYMBOLS for p in SI_PREFIXES)
+
+
+def mdanalysis_units():
+    """MDAnalysis's table of the unit strings its H5MDReader understands, by kind."""
+    try:
+        from MDAnalysis.coordinates.H5MD import H5MDReader
+
+        return {kind: set(table) for kind, table in H5MDReader._unit_translation.items()}
+    except Exception:  # noqa: BLE001 - private table moved: use the copy
+        return FALLBACK_MDA_UNITS
+
+
+class MDAnalysisProfile:
+    """What MDAnalysis's ``H5MDReader`` needs (MDAnalysis 2.x, ``convert_units=True``)."""
+
+    ELEMENTS = ("position", "velocity", "force")
+
+    def __init__(self, checker):
+        self.checker = checker
+        self.access = checker.access
+        self.add = checker.add
+        self.errors_before = len(checker.report.errors)
+
+    def run(self):
+        group, path = self.particle_group()
+        if group is None:
+            return
+        members = self.access.names(group, path)
+        box = self.check_box(group, path)
+        present = [name for name in self.ELEMENTS if name in members]
+        first = self.check_elements(group, path, present)
+        if first is not None:
+            n_frames = first["n_frames"]
+            self.check_series(first)
+            self.check_units(group, path, present, first, box)
+            self.check_edges(box, path, n_frames)
+            self.check_observables(n_frames)
+        if not self.new_errors():
+            self.read_check()
+
+    def new_errors(self):
+        return len(self.checker.report.errors) > self.errors_before
+
+    def particle_group(self):
+        a = self.access
+        particles = a.child(self.checker.handle, "particles", "/particles")
+        if particles is None or not _is_group(particles):
+            self.add("MDA001", "/particles", "no /particles group: MDAnalysis reads particles/trajectory")
+            return None, None
+        names = a.names(particles, "/particles")
+        if "trajectory" not in names:
+            self.add("MDA001", "/particles/trajectory", "no group particles/trajectory (MDAnalysis builds a Universe from it)")
+        elif names[0] != "trajectory":
+            self.add("MDA006", "/particles", f"MDAnalysis reads the first group listed, here {names[0]!r}, not 'trajectory'")
+        if not names:
+            return None, None
+        path = f"/particles/{names[0]}"
+        group = a.child(particles, names[0], path)
+        if group is None or not _is_group(group):
+            return None, None
+        return group, path
+
+    def check_box(self, group, path):
+        box = self.access.child(group, "box", f"{path}/box")
+        if box is None or not _is_group(box):
+            self.add("MDA002", f"{path}/box", "no box group (MDAnalysis reads box.attrs['dimension'])")
+            return None
+        dimension = _integers(self.access.attr(box, "dimension", f"{path}/box"))
+        if dimension is None or dimension.size != 1 or int(dimension.reshape(-1)[0]) != 3:
+            self.add("MDA002", f"{path}/box", "MDAnalysis needs box dimension 3")
+        return box
+
+    def check_elements(self, group, path, present):
+        a = self.access
+        first = None
+        for name in present:
+            element_path = f"{path}/{name}"
+            obj = a.child(group, name, element_path)
+            value = a.child(obj, "value", f"{element_path}/value") if obj is not None and _is_group(obj) else None
+            shape = a.shape(value, f"{element_path}/value") if value is not None and _is_dataset(value) else None
+            if shape is None or len(shape) != 3 or shape[2] != 3:
+                self.add("MDA004", element_path, f"{name} must be a group with [n][N][3] values for MDAnalysis, found {'shape ' + str(shape) if shape else 'none'}")
+                continue
+            for filter_name in self.unavailable(value, f"{element_path}/value"):
+                self.add("MDA010", f"{element_path}/value", f"filter {filter_name} is not available to this h5py/HDF5: the values cannot be decoded here")
+            if first is None:
+                first = {"name": name, "path": element_path, "group": obj, "n_frames": shape[0], "n_atoms": shape[1]}
+                if shape[0] == 0:
+                    self.add("MDA011", f"{element_path}/value", "no frames")
+            elif (shape[0], shape[1]) != (first["n_frames"], first["n_atoms"]):
+                self.add("MDA008", f"{element_path}/value", f"{name} holds {shape[0]} frames of {shape[1]} atoms, {first['name']} {first['n_frames']} of {first['n_atoms']}")
+        if not present:
+            self.add("MDA004", path, "none of position, velocity, force: MDAnalysis has nothing to read")
+        return first
+
+    def unavailable(self, dataset, path):
+        try:
+            return lint.unavailable_filters(dataset)
+        except Exception as error:  # noqa: BLE001
+            self.add("FILE003", path, f"cannot read the filters: {_reason(error)}")
+            return []
+
+    def check_series(self, first):
+        a = self.access
+        for series in ("step", "time"):
+            path = f"{first['path']}/{series}"
+            dataset = a.child(first["group"], series, path)
+            shape = a.shape(dataset, path) if dataset is not None and _is_dataset(dataset) else None
+            if shape is None:
+                self.add("MDA003", path, f"no {series} dataset (MDAnalysis reads {first['name']}/{series}[frame])")
+            elif len(shape) != 1 or shape[0] < first["n_frames"]:
+                self.add("MDA003", path, f"{series} has shape {shape}; MDAnalysis needs one entry per frame ({first['n_frames']}) in a 1-D dataset")
+
+    def unit_of(self, dataset, path):
+        value = self.access.attr(dataset, "unit", path) if dataset is not None else None
+        return _text(value)
+
+    def check_units(self, group, path, present, first, box):
+        a = self.access
+        table = mdanalysis_units()
+        time = a.child(first["group"], "time", f"{first['path']}/time")
+        if time is not None and _is_dataset(time):
+            unit = self.unit_of(time, f"{first['path']}/time")
+            if unit not in table["time"]:
+                self.add("MDA005", f"{first['path']}/time", f"time unit {unit!r} is not one MDAnalysis knows ({', '.join(sorted(table['time']))})")
+        for name in present:
+            value_path = f"{path}/{name}/value"
+            obj = a.child(group, name, f"{path}/{name}")
+            value = a.child(obj, "value", value_path) if obj is not None and _is_group(obj) else None
+            if value is None:
+                continue
+            kind = UNIT_KINDS[name]
+            unit = self.unit_of(value, value_path)
+            if unit not in table[kind]:
+                self.add("MDA005", value_path, f"{kind} unit {unit!r} is not one MDAnalysis knows ({', '.join(sorted(table[kind]))})")
+        if "position" not in present and box is not None:
+            edges = a.child(box, "edges", f"{path}/box/edges")
+            value = a.child(edges, "value", f"{path}/box/edges/value") if edges is not None and _is_group(edges) else None
+            if value is not None and self.unit_of(value, f"{path}/box/edges/value") not in table["length"]:
+                self.add("MDA005", f"{path}/box/edges/value", "without positions MDAnalysis takes the length unit from the box, which has none it knows")
+
+    def check_edges(self, box, path, n_frames):
+        a = self.access
+        if box is None or "edges" not in a.names(box, f"{path}/box"):
+            return
+        edges_path = f"{path}/box/edges"
+        edges = a.child(box, "edges", edges_path)
+        value = a.child(edges, "value", f"{edges_path}/value") if edges is not None and _is_group(edges) else None
+        shape = a.shape(value, f"{edges_path}/value") if value is not None and _is_dataset(value) else None
+        if shape is None or len(shape) < 2 or shape[1:] not in ((3,), (3, 3)) or shape[0] < n_frames:
+            self.add("MDA009", edges_path, f"MDAnalysis reads box/edges/value[frame] as [3] or [3][3]; found {'value of shape ' + str(shape) if shape else 'no time-dependent edges'}")
+
+    def check_observables(self, n_frames):
+        a = self.access
+        root = a.child(self.checker.handle, "observables", "/observables")
+        if root is None or not _is_group(root):
+            return
+        for name in a.names(root, "/observables"):
+            path = f"/observables/{name}"
+            obj = a.child(root, name, path)
+            if obj is None:
+                continue
+            if not _is_group(obj):
+                self.add("MDA007", path, "a time-independent observable: MDAnalysis expects observables/<name>/value[frame] and fails")
+                continue
+            members = a.names(obj, path)
+            targets = [(obj, path)] if "value" in members else [(a.child(obj, sub, f"{path}/{sub}"), f"{path}/{sub}") for sub in members]
+            for target, target_path in targets:
+                value = a.child(target, "value", f"{target_path}/value") if target is not None and _is_group(target) else None
+                shape = a.shape(value, f"{target_path}/value") if value is not None and _is_dataset(value) else None
+                if not shape or shape[0] < n_frames:
+                    self.add("MDA007", target_path, f"MDAnalysis reads {target_path}/value[frame] for each of {n_frames} frames; found {'shape ' + str(shape) if shape else 'no time-dependent value'}")
+
+    def read_check(self):
+        """Open the file with MDAnalysis's H5MDReader and read its first and last frames."""
+        path = self.checker.path
+        failure = _mdanalysis_read(path)
+        if failure:
+            self.add("MDA900", "/", f"MDAnalysis's H5MDReader: {failure}")
+            return
+        comm = _mpi_self()
+        if comm is not None:
+            failure = _mdanalysis_read(path, driver="mpio", comm=comm)
+            if failure:
+                self.add("MDA901", "/", f"MDAnalysis's H5MDReader with driver='mpio': {failure}")
+
+
+def _mdanalysis_read(path, **options):
+    import warnings
+
+    try:
+        from MDAnalysis.coordinates.H5MD import H5MDReader
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            reader = H5MDReader(path, **options)
+            try:
+                if reader.n_frames > 1:
+                    reader[reader.n_frames - 1]
+            finally:
+                reader.close()
+    except Exception as error:  # noqa: BLE001 - whatever MDAnalysis raises is the finding
+        return _reason(error)
+    return None
+
+
+def _mpi_self():
+    """MPI.COMM_SELF when MPI is already running and h5py can use MPI-IO, else None."""
+    module = sys.modules.get("mpi4py.MPI")
+    if module is None:
+        return None
+    try:
+        import h5py
+
+        if not h5py.get_config().mpi or not module.Is_initialized() or module.Is_finalized():
+            return None
+        return module.COMM_SELF
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _fork_is_safe():
+    """Forking is safe here: POSIX, MPI not started in this process, not disabled."""
+    if os.environ.get("H5MDTOOL_ISOLATE", "1") in ("0", "no", "false") or not hasattr(os, "fork"):
+        return False
+    module = sys.modules.get("mpi4py.MPI")
+    try:
+        return module is None or not module.Is_initialized() or module.Is_finalized()
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _run_child(writer, function, args):
+    import faulthandler
+
+    faulthandler.disable()  # a crash here is expected and reported by the parent
+    try:
+        outcome = ("ok", function(*args))
+    except H5mdToolError as error:
+        outcome = ("error", error)
+    except BaseException as error:  # noqa: BLE001 - handed to the parent, which raises it
+        outcome = ("exception", f"{type(error).__name__}: {error}")
+    writer.send(outcome)
+    writer.close()
+
+
+def isolated(function, *args):
+    """Run ``function(*args)`` where a crash of libhdf5 cannot take this process down.
+
+    HDF5 itself can crash (segmentation fault) on damaged metadata, for instance a corrupt
+    fractal-heap block of a group (seen with HDF5 1.10.8). Serial runs therefore read files
+    in a forked child; under MPI (fork is unsafe after MPI_Init with some networks) the
+    function runs in this process.
+
+    Returns
+    -------
+    tuple
+        ``("ok", value)``, ``("error", H5mdToolError)`` or ``("crash", signal number)``.
+
+    Raises
+    ------
+    RuntimeError
+        If the function failed with another exception in the child (a bug).
+    """
+    if not _fork_is_safe():
+        try:
+            return ("ok", function(*args))
+        except H5mdToolError as error:
+            return ("error", error)
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    reader, writer = context.Pipe(duplex=False)
+    child = context.Process(target=_run_child, args=(writer, function, args))
+    child.start()
+    writer.close()
+    try:
+        outcome = reader.recv()
+    except EOFError:
+        outcome = None
+    finally:
+        reader.close()
+        child.join()
+    if outcome is None:
+        return ("crash", -child.exitcode if child.exitcode and child.exitcode < 0 else child.exitcode)
+    if outcome[0] == "exception":
+        raise RuntimeError(outcome[1])
+    return outcome
+
+
+def validate_file(path, profile="all", label=None):
+    """Check one H5MD file (on this process).
 
     Parameters
     ----------
     path : str
     profile : {"h5md", "mdanalysis", "all"}
+        ``h5md``: the H5MD 1.1 rules; ``mdanalysis``: what MDAnalysis's H5MDReader needs;
+        ``all``: both plus the layout lint.
+    label : str, optional
+        How to name the file in the report and fix commands (default: *path*).
 
     Returns
     -------
@@ -338,72 +1062,211 @@ def validate_file(path, profile="all"):
 
     Raises
     ------
-    UnreadableFile
-        If *path* is missing, a directory, not HDF5 or truncated (exit code 2).
+    UnreadableError
+        If *path* is missing, a directory, not HDF5 or truncated (exit status 2).
+    UsageError
+        For an unknown profile.
     """
-    import h5py
-
     if profile not in PROFILES:
-        raise UsageError(f"--profile must be one of {', '.join(PROFILES)}")
-    if not os.path.exists(path):
-        raise UnreadableFile(f"{path}: no such file")
-    if os.path.isdir(path):
-        raise UnreadableFile(f"{path}: is a directory")
-    try:
-        handle = h5py.File(path, "r")
-    except Exception as error:  # noqa: BLE001
-        raise UnreadableFile(f"{path}: not a readable HDF5 file (empty, truncated or another format: {str(error).splitlines()[0]})") from None
-    report = FileReport(path)
-    with handle:
-        _links(report, handle, "/")
-        if profile in ("h5md", "all"):
-            _check_h5md_root(report, handle)
-        values = _check_particles(report, handle, profile)
-        for value_path, dataset in values.items():
-            if dataset is not None:
-                lint_dataset(report, value_path, dataset)
-    if profile == "mdanalysis":
-        report.findings = [f for f in report.findings if not f.rule.startswith("H5MD") or f.severity == ERROR and f.rule in ("H5MD020", "H5MD023")]
+        raise UsageError(f"--profile must be one of {', '.join(PROFILES)}, got {profile!r}")
+    report = FileReport(label or path)
+    with open_hdf5(path) as handle:
+        Checker(handle, report, profile, label or path).run()
     return report
 
 
-def validate_manifest(path):
-    """Check a split ``manifest.json``: structure, parts present, sizes and frame counts.
+def _tiling_problem(document):
+    """Why the parts of a raw manifest document do not tile its frames, or None."""
+    try:
+        expected = 0
+        for number, part in enumerate(document["parts"]):
+            start, stop = int(part["start"]), int(part["stop"])
+            if start != expected or stop <= start:
+                return f"part {number} ({part.get('path')}) covers frames {start}-{stop}, expected a start at {expected}"
+            expected = stop
+        if expected != int(document["n_frames"]):
+            return f"the parts cover {expected} frames but the manifest says {document['n_frames']}"
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return None
+
+
+def validate_manifest(path, profile="all", label=None):
+    """Check a split ``manifest.json``: its fields, and that its parts exist, match and tile.
+
+    H5MD parts are validated too (their findings are prefixed with the part's name).
 
     Returns
     -------
     (FileReport, Manifest or None)
-    """
-    import h5py
+        The manifest when its parts can be compared with a source.
 
-    from .errors import InputError
+    Raises
+    ------
+    UnreadableError
+        If the manifest is missing, a directory without manifest.json, or not JSON.
+    """
     from .manifest import read_manifest
     from .sources import scan_segment
 
-    report = FileReport(path)
+    if os.path.isdir(path):
+        path = os.path.join(path, "manifest.json")
+    if not os.path.isfile(path):
+        raise UnreadableError(f"{path}: no such file")
+    try:
+        with open(path) as handle:
+            document = json.load(handle)
+    except (OSError, ValueError) as error:
+        raise UnreadableError(f"{path}: not a readable JSON manifest ({_reason(error)})") from None
+    report = FileReport(label or path, kind="manifest")
     try:
         manifest = read_manifest(path)
     except InputError as error:
-        if not os.path.exists(path):
-            raise UnreadableFile(str(error)) from None
-        report.add("MAN001", ERROR, path, str(error))
+        problem = _tiling_problem(document) if isinstance(document, dict) else None
+        if problem:
+            report.add("MAN005", "/", problem)
+        else:
+            report.add("MAN001", "/", str(error))
         return report, None
     for part in manifest.parts:
+        name = part.relative_path
         if not os.path.isfile(part.path):
-            report.add("MAN002", ERROR, part.relative_path, "part listed in the manifest is missing")
+            report.add("MAN002", name, "part listed in the manifest is missing")
             continue
         size = os.path.getsize(part.path)
         if size != part.bytes:
-            report.add("MAN003", ERROR, part.relative_path, f"{size} bytes on disk, {part.bytes} in the manifest")
+            report.add("MAN003", name, f"{size} bytes on disk, {part.bytes} in the manifest")
         try:
-            if part.path.lower().endswith((".h5md", ".h5")):
-                with h5py.File(part.path, "r") as handle:
-                    frames = int(handle["particles/trajectory/position/value"].shape[0])
-            else:
-                frames = scan_segment(part.path).n_frames
-        except Exception as error:  # noqa: BLE001 - any unreadable part is a finding
-            report.add("MAN004", ERROR, part.relative_path, f"part cannot be read: {str(error).splitlines()[0]}")
+            segment = scan_segment(part.path)
+        except H5mdToolError as error:
+            report.add("MAN004", name, f"part cannot be read: {error}")
             continue
-        if frames != part.n_frames:
-            report.add("MAN004", ERROR, part.relative_path, f"holds {frames} frames, the manifest says {part.n_frames}")
-    return report, manifest
+        except Exception as error:  # noqa: BLE001 - any unreadable part is a finding
+            report.add("MAN004", name, f"part cannot be read: {_reason(error)}")
+            continue
+        if segment.n_frames != part.n_frames:
+            report.add("MAN004", name, f"holds {segment.n_frames} frames, the manifest says {part.n_frames}")
+        if segment.n_atoms != manifest.n_atoms:
+            report.add("MAN006", name, f"holds {segment.n_atoms} atoms, the manifest says {manifest.n_atoms}")
+        if segment.format == "H5MD":
+            try:
+                part_report = validate_file(part.path, profile, label=part.path)
+            except UnreadableError as error:
+                report.add("MAN004", name, str(error))
+                continue
+            for finding in part_report.findings:
+                report.add(finding.rule, f"{name}:{finding.path}", finding.message, finding.fix, finding.severity)
+    comparable = not any(f.rule in ("MAN002", "MAN004", "MAN006") for f in report.findings)
+    return report, manifest if comparable else None
+
+
+def is_manifest_path(path):
+    """True for ``*.json`` files and directories holding a ``manifest.json``."""
+    return str(path).lower().endswith(".json") or (os.path.isdir(path) and os.path.isfile(os.path.join(path, "manifest.json")))
+
+
+def _check_path(path, profile):
+    """Rank-0 part of validate for one path: (FileReport, files to compare or None)."""
+    kind = "manifest" if is_manifest_path(path) else "h5md"
+    outcome = isolated(_check_path_here, path, profile, kind)
+    if outcome[0] == "ok":
+        return outcome[1]
+    report = FileReport(path, kind=kind)
+    if outcome[0] == "crash":
+        report.add("FILE004", "/", f"libhdf5 crashed (signal {outcome[1]}) while reading the file: its metadata is damaged; no other check could run")
+        return report, None
+    error = outcome[1]
+    if isinstance(error, UnreadableError):
+        report.readable = False
+        report.add("FILE001", "/", str(error))
+        return report, None
+    raise error
+
+
+def _check_path_here(path, profile, kind):
+    if kind == "manifest":
+        report, manifest = validate_manifest(path, profile, label=path)
+        return report, None if manifest is None else [part.path for part in manifest.parts]
+    return validate_file(path, profile), [path]
+
+
+@entry_point
+def validate(paths, *, comm=None, profile="all", against=None, tolerance=None, strict=False, progress=None,
+             on_overlap="error"):
+    """Validate H5MD files and split manifests; optionally compare them with their source.
+
+    Parameters
+    ----------
+    paths : str or sequence of str
+        H5MD files, ``manifest.json`` files of ``h5mdtool split`` (or their directories).
+    profile : {"h5md", "mdanalysis", "all"}
+    against : sequence of str, optional
+        The source trajectory's segments (XTC, TRR, DCD, H5MD): every frame of each file
+        (or of a manifest's parts, in order) is compared with it, frames divided among ranks.
+    tolerance : float, optional
+        Absolute tolerance for the comparison (nm for positions and box, nm/ps, kJ/(mol nm));
+        default: exact for float32 sources in the file's units, see :func:`compare_with_source`.
+    strict : bool
+        Warnings fail too (exit status 1).
+    progress : bool, optional
+        Progress bar on rank 0 for the comparison.
+    on_overlap : {"error", "drop"}
+        How the source's overlapping segments are joined (as ``convert --on-overlap``).
+
+    Returns
+    -------
+    ValidationReport
+        The same on every rank; ``exit_code`` is 0, 1 or 2.
+
+    Raises
+    ------
+    UsageError
+        For an unknown profile, or no paths.
+    InputError
+        If a source given with *against* cannot be read.
+    """
+    from .compare import compare_with_source
+    from .sources import scan
+
+    if profile not in PROFILES:
+        raise UsageError(f"--profile must be one of {', '.join(PROFILES)}, got {profile!r}")
+    paths = [paths] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
+    if not paths:
+        raise UsageError("no file to validate")
+    if tolerance is not None and not tolerance >= 0:
+        raise UsageError(f"--tolerance must be >= 0, got {tolerance}")
+    against = [os.fspath(p) for p in against or []]
+    source = root_call(comm, scan, against, on_overlap) if against else None
+    if profile != "h5md" and comm.rank == 0:
+        import MDAnalysis.coordinates.H5MD  # noqa: F401 - imported once, before the forked readers
+    reports = []
+    for path in paths:
+        report, compared = root_call(comm, _check_path, path, profile)
+        reports.append(report)
+        if source is None or not report.readable:
+            continue
+        if compared is None:
+            report.add("AGAINST003", "/", "not compared with the source: the manifest's parts are missing or unreadable")
+            continue
+        try:
+            result = compare_with_source(compared, source, comm=comm, tolerance=tolerance, progress=progress)
+        except H5mdToolError as error:
+            report.add("AGAINST003", "/", f"cannot compare with the source: {error}")
+            continue
+        add_comparison(report, result)
+    return ValidationReport(reports, profile=profile, strict=strict, against=against, tolerance=tolerance)
+
+
+def add_comparison(report, result):
+    """Turn a :func:`compare_with_source` result into findings of *report*."""
+    report.comparison = result
+    if result["n_atoms"] != result["source_n_atoms"]:
+        report.add("AGAINST001", "/", f"{result['n_atoms']} atoms, the source has {result['source_n_atoms']}")
+        return
+    if result["n_frames"] != result["source_n_frames"]:
+        report.add("AGAINST001", "/", f"{result['n_frames']} frames, the source has {result['source_n_frames']} (the first {result['compared_frames']} were compared)")
+    if result.get("box_mismatch"):
+        report.add("AGAINST003", "/particles/trajectory/box", result["box_mismatch"])
+    if result["n_differing"]:
+        first = "; ".join(f"frame {d['frame']}: {d['reason']}" for d in result["differing"])
+        report.add("AGAINST002", "/", f"{result['n_differing']} of {result['compared_frames']} frames differ from the source; first: {first}")

@@ -1,101 +1,118 @@
-"""``h5mdtool validate`` and ``h5mdtool info``."""
+"""``h5mdtool validate``."""
 
 import sys
 
 import click
 
-from .options import emit_json, human_bytes
+from .options import emit_json, segment_options
 
 
-@click.command("validate")
+def expand_greedy(args, option="--against"):
+    """Let *option* take every following argument up to the next option.
+
+    ``--against a.xtc b.xtc --json`` becomes ``--against a.xtc --against b.xtc --json``
+    (click options take one value each).
+    """
+    out, state = [], None
+    for position, token in enumerate(args):
+        if state == "value":
+            out.append(token)
+            state = "greedy"
+        elif token == "--":
+            return out + list(args[position:])
+        elif token == option:
+            out.append(token)
+            state = "value"
+        elif token.startswith(option + "="):
+            out.append(token)
+            state = "greedy"
+        elif state == "greedy" and not token.startswith("-"):
+            out += [option, token]
+        else:
+            out.append(token)
+            state = None
+    return out
+
+
+class GreedyCommand(click.Command):
+    """A command whose ``--against`` takes several values."""
+
+    def parse_args(self, ctx, args):
+        return super().parse_args(ctx, expand_greedy(list(args)))
+
+
+@click.command("validate", cls=GreedyCommand)
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
-@click.option("--profile", type=click.Choice(["h5md", "mdanalysis", "all"]), default="all", show_default=True, help="h5md: H5MD 1.1 rules; mdanalysis: what MDAnalysis's H5MDReader needs; all: both plus layout lint.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document with every finding.")
-@click.option("--strict", is_flag=True, help="Warnings fail too (exit 1).")
-@click.option("--against", multiple=True, metavar="SOURCE", help="Source trajectory (repeat for segments): compare every frame's positions, velocities, forces, step, time and box. Frames are divided among MPI ranks.")
-@click.option("--tolerance", type=float, default=None, help="Absolute tolerance on positions in nm. Default: exact for XTC/TRR sources, float32 rounding for DCD, half the recorded precision of lossy files.")
-def validate_command(files, profile, as_json, strict, against, tolerance):
-    """Check H5MD files: conformance, MDAnalysis readability, layout lint.
+@click.option("--profile", type=click.Choice(["h5md", "mdanalysis", "all"]), default="all", show_default=True,
+              help="h5md: the H5MD 1.1 rules; mdanalysis: what MDAnalysis's H5MDReader needs (and a read of the first and last frames); all: both plus the layout lint.")
+@click.option("--against", multiple=True, metavar="SOURCE...",
+              help="Source trajectory (XTC, TRR, DCD or H5MD; several files are its segments, in order; put --against after the files). Every frame's positions, velocities, forces, step, time and box are compared; frames are divided among MPI ranks.")
+@click.option("--tolerance", type=click.FloatRange(min=0), default=None,
+              help="Absolute tolerance of --against, in nm for positions and box (nm/ps, kJ/(mol nm) for velocities, forces). Default: exact for float32 sources in the file's units (XTC, TRR), 2.5e-7 relative where units are converted (DCD), half the recorded precision of lossy files.")
+@segment_options
+@click.option("--strict", is_flag=True, help="Warnings fail too (exit status 1).")
+@click.option("--notes", is_flag=True, help="Also print notes (points of the specification no known reader depends on); --json always has them.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document: files, findings (rule, severity, path, message, fix), comparisons, totals, exit code.")
+@click.option("--progress/--no-progress", default=None, help="Progress bar on rank 0 for --against. Default: on when standard error is a terminal.")
+def command(files, profile, against, tolerance, on_overlap, strict, notes, as_json, progress):
+    """Check H5MD files: H5MD 1.1 conformance, MDAnalysis readability, layout lint.
+
+    FILE may also be a split manifest (manifest.json, or the directory holding it): its
+    parts must exist, match their sizes and frame counts and tile the frames; H5MD parts
+    are validated too. Every finding has a stable rule id (docs/validation.md).
 
     Exit status: 0 no errors (warnings allowed unless --strict), 1 errors found, 2 a file
-    could not be read at all. Every finding has a stable rule id (docs/validation.md).
+    could not be read at all (missing, a directory, not HDF5, truncated).
+
+    \b
+    Examples:
+      h5mdtool validate md.h5md
+      h5mdtool validate md.h5md --against part1.xtc part2.xtc
+      mpirun -n 4 h5mdtool validate md.h5md --against md.xtc --json
+      h5mdtool validate parts/manifest.json --against md.xtc
     """
-    from ..compare import compare_with_source
-    from ..manifest import is_manifest
     from ..mpi import resolve
-    from ..validate import ERROR, UnreadableFile, validate_file, validate_manifest
+    from ..validate import validate
 
     comm = resolve()
-    reports, unreadable = [], []
-    for path in files:
-        try:
-            if is_manifest(path):
-                report, manifest = validate_manifest(path)
-                compared = [p.path for p in manifest.parts] if manifest is not None and not report.errors else None
-            else:
-                report = validate_file(path, profile)
-                compared = [path]
-        except UnreadableFile as error:
-            unreadable.append(str(error))
+    report = validate(list(files), comm=comm, profile=profile, against=list(against), tolerance=tolerance,
+                      strict=strict, progress=progress, on_overlap=on_overlap)
+    if comm.rank == 0:
+        if as_json:
+            emit_json(report.as_dict())
+        else:
+            print_report(report, notes)
+    sys.exit(report.exit_code)
+
+
+def _plural(count, word):
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def print_report(report, notes=False):
+    """The human-readable report: findings per file, then totals."""
+    for file in report.files:
+        if not file.readable:
+            for finding in file.findings:
+                click.echo(f"error: {finding.message}", err=True)
             continue
-        reports.append(report)
-        if against and compared:
-            result = compare_with_source(compared, list(against), comm=comm, tolerance=tolerance)
-            if result["frame_count_differs"]:
-                report.add("AGAINST000", ERROR, path, f"{result['n_frames']} frames, the source has {result['source_n_frames']}")
-            elif result["n_differing"]:
-                first = ", ".join(f"{d['frame']} ({d['reason']})" for d in result["differing"])
-                report.add("AGAINST001", ERROR, path, f"{result['n_differing']} frame(s) differ from the source; first: {first}")
-    if comm.rank != 0:
-        sys.exit(2 if unreadable else 1 if any(r.errors or (strict and r.warnings) for r in reports) else 0)
-    failed = any(r.errors or (strict and r.warnings) for r in reports)
-    if as_json:
-        emit_json({"files": [r.as_dict() for r in reports], "unreadable": unreadable,
-                   "errors": sum(len(r.errors) for r in reports), "warnings": sum(len(r.warnings) for r in reports)})
-    else:
-        for report in reports:
-            for f in report.findings:
-                click.echo(f"{report.file}: {f.severity} {f.rule} {f.path}: {f.message}" + (f"\n    fix: {f.fix}" if f.fix else ""))
-            click.echo(f"{report.file}: {len(report.errors)} error(s), {len(report.warnings)} warning(s)")
-        for message in unreadable:
-            click.echo(f"error: {message}", err=True)
-    sys.exit(2 if unreadable else 1 if failed else 0)
-
-
-@click.command("info")
-@click.argument("file", metavar="FILE")
-@click.option("--json", "as_json", is_flag=True, help="Print everything as one JSON document.")
-def info_command(file, as_json):
-    """Frames, atoms, time, box, every dataset's layout, provenance and layout advice."""
-    from ..info import info
-
-    result = info(file)
-    if as_json:
-        emit_json(result)
-        return
-    click.echo(f"{result['file']} ({human_bytes(result['bytes'])})")
-    if "n_frames" in result:
-        click.echo(f"  {result['n_frames']} frames x {result['n_atoms']} atoms; box: {', '.join(result.get('box') or ['?'])}")
-    if result.get("time"):
-        t = result["time"]
-        click.echo(f"  time {t['first']:g} to {t['last']:g} {t['unit']}, interval {t['interval']}")
-    for path, d in result["datasets"].items():
-        line = f"  {path}: {tuple(d['shape'])} {d['dtype']}, chunks {tuple(d['chunks']) if d['chunks'] else 'contiguous'}"
-        line += f", filters {'+'.join(d['filters']) or 'none'}, {human_bytes(d['stored_bytes'])} stored / {human_bytes(d['raw_bytes'])} raw"
-        if "one_frame_read" in d and len(d["shape"]) == 3:
-            r = d["one_frame_read"]
-            line += f"; one frame reads {r['chunks']} chunk(s), {human_bytes(r['bytes'])}"
-        click.echo(line)
-    if result.get("provenance"):
-        p = result["provenance"]
-        click.echo(f"  written by h5mdtool {p.get('h5mdtool_version')} on {p.get('n_ranks')} rank(s), {p.get('created')}: {p.get('command')}")
-        layout = p.get("layout") or {}
-        if layout.get("chunk_reason"):
-            click.echo(f"  chunks: {layout['chunk_reason']}; {layout.get('alignment_reason')}")
-    if result.get("stripe_alignment"):
-        a = result["stripe_alignment"]
-        click.echo(f"  stripe alignment: {a['aligned']} of {a['chunks']} chunks start on a {a['stripe_size']} B stripe boundary")
-    for f in result["findings"]:
-        click.echo(f"  {f['severity']} {f['rule']} {f['path']}: {f['message']}" + (f"\n    fix: {f['fix']}" if f.get("fix") else ""))
-    if not result["findings"]:
-        click.echo("  no findings: valid H5MD, readable by MDAnalysis, frame-friendly layout")
+        counts = [_plural(file.count(s), s) for s in ("error", "warning", "note") if file.count(s)]
+        click.echo(f"{file.file}: {', '.join(counts) if counts else 'no findings'}")
+        for finding in file.findings:
+            if finding.severity == "note" and not notes:
+                continue
+            click.echo(f"  {finding.severity:<7} {finding.rule} {finding.path}: {finding.message}")
+            if finding.fix:
+                click.echo(f"          fix: {finding.fix}")
+        if file.count("note") and not notes:
+            click.echo(f"  ({_plural(file.count('note'), 'note')} not shown: --notes)")
+        comparison = file.comparison
+        if comparison and comparison.get("compared_frames") is not None and not comparison.get("n_differing"):
+            if comparison["n_atoms"] == comparison["source_n_atoms"] and comparison["compared_frames"]:
+                fields = ", ".join(comparison["fields"] + (["box"] if comparison["box_compared"] else []))
+                click.echo(f"  {comparison['compared_frames']} frames equal to the source ({fields}, step, time) "
+                           f"on {_plural(comparison['n_ranks'], 'rank')}")
+    if len(report.files) > 1:
+        click.echo(f"{_plural(len(report.files), 'file')}: {_plural(report.errors, 'error')}, "
+                   f"{_plural(report.warnings, 'warning')}"
+                   + (f", {_plural(len(report.unreadable), 'unreadable file')}" if report.unreadable else ""))

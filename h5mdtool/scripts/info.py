@@ -1,0 +1,94 @@
+"""``h5mdtool info``."""
+
+import click
+
+from .options import emit_json, human_bytes
+
+
+@click.command("info")
+@click.argument("file", metavar="FILE")
+@click.option("--json", "as_json", is_flag=True, help="Print everything as one JSON document.")
+def command(file, as_json):
+    """Frames, atoms, time, box, every dataset's layout, provenance and layout advice.
+
+    For each dataset: shape, dtype, chunks, filters, stored and raw bytes, and for
+    per-atom data what reading one frame touches (chunks and bytes). The findings of
+    'h5mdtool validate' follow, with the 'h5mdtool convert' command that fixes the layout
+    ones. Exit status 2 if the file cannot be read at all, else 0.
+    """
+    from ..info import info
+    from ..mpi import resolve
+
+    comm = resolve()
+    result = info(file, comm=comm)
+    if comm.rank != 0:
+        return
+    if as_json:
+        emit_json(result)
+        return
+    print_info(result)
+
+
+def _number(value):
+    return "?" if value is None else f"{value:g}"
+
+
+def print_info(result):
+    """The human-readable description."""
+    echo = click.echo
+    echo(f"{result['file']} ({human_bytes(result['bytes'])})")
+    if result["n_frames"] is not None:
+        echo(f"  {result['n_frames']} frames x {result['n_atoms']} atoms in {result['particle_group']} "
+             f"({', '.join(result['elements'])})")
+    else:
+        echo("  no position, velocity or force data found")
+    for series in ("step", "time"):
+        s = result.get(series)
+        if s:
+            unit = f" {s['unit']}" if s.get("unit") else ""
+            regular = {True: "regular", False: "irregular", None: "not checked"}[s["regular"]]
+            echo(f"  {series} {_number(s['first'])} to {_number(s['last'])}{unit}, interval {_number(s['interval'])}"
+                 f" ({s['mode']}, {regular})")
+    box = result.get("box")
+    if box:
+        shape = "time-dependent" if box["time_dependent"] else ("fixed" if box["time_dependent"] is False else "")
+        echo(f"  box: {box['kind'] or '?'}{', ' + shape if shape else ''}; boundary {' '.join(str(b) for b in box['boundary']) or '?'}")
+    echo("  datasets:")
+    for path, d in result["datasets"].items():
+        if "error" in d:
+            echo(f"    {path}: cannot describe ({d['error']})")
+            continue
+        shape = "x".join(str(s) for s in d["shape"]) if d["shape"] is not None else "empty"
+        chunks = "x".join(str(c) for c in d["chunks"]) if d["chunks"] else "contiguous"
+        filters = "+".join(d["filters"]) or "no filters"
+        if d.get("compression_level") is not None:
+            filters = filters.replace("gzip", f"gzip {d['compression_level']}")
+        line = (f"    {path}: {shape} {d['dtype']}, chunks {chunks}, {filters}, "
+                f"{human_bytes(d['stored_bytes'])} stored / {human_bytes(d['raw_bytes'])} raw")
+        echo(line)
+        read = d.get("one_frame_read")
+        if read:
+            chunk_text = "contiguous read" if not read["chunks"] else f"{read['chunks']} chunk(s)"
+            echo(f"      one frame: {chunk_text}, {human_bytes(read['bytes'])} for {human_bytes(read['frame_bytes'])} of data")
+    provenance = result.get("provenance")
+    if isinstance(provenance, dict):
+        echo(f"  written by h5mdtool {provenance.get('h5mdtool_version')} on {provenance.get('n_ranks')} rank(s), "
+             f"{provenance.get('created')}: {provenance.get('command')}")
+        layout = provenance.get("layout") if isinstance(provenance.get("layout"), dict) else {}
+        if layout.get("chunk_reason"):
+            echo(f"  chunks: {layout['chunk_reason']}; {layout.get('alignment_reason')}")
+    alignment = result.get("stripe_alignment")
+    if alignment:
+        echo(f"  stripe alignment: {alignment['aligned']} of {alignment['inspected']} chunks start on a "
+             f"{alignment['stripe_size']} B stripe boundary")
+    shown = [f for f in result["findings"] if f["severity"] != "note"]
+    notes = len(result["findings"]) - len(shown)
+    if shown:
+        echo(f"  findings ({result['errors']} error(s), {result['warnings']} warning(s); see 'h5mdtool validate'):")
+    for f in shown:
+        echo(f"    {f['severity']} {f['rule']} {f['path']}: {f['message']}")
+    if result.get("fix_command"):
+        echo(f"  to fix the layout: {result['fix_command']}")
+    if not shown:
+        echo("  no errors or warnings: valid H5MD, readable by MDAnalysis, frame-shaped layout"
+             + (f" ({notes} note(s): 'h5mdtool validate --notes')" if notes else ""))
