@@ -292,7 +292,8 @@ class Checker:
         self.profile = profile
         self.path = path
         self.access = Access(handle, report)
-        self.groups = {}  # particle group path -> {"dimension", "elements", "box_edges"}
+        self.groups = {}  # particle group path -> {"dimension", "elements", "edges", "group"}
+        self.ordered = set()  # step/time datasets already checked for their order (hard links)
 
     @property
     def h5md(self):
@@ -485,7 +486,7 @@ class Checker:
         if n is not None and shape[0] != n:
             self.add("H5MD022", path, f"step has {shape[0]} entries but value has {n} rows")
             return
-        at = self.first_violation(step, path, shape[0], strict=True)
+        at = self.first_violation(step, path, shape[0], strict=True) if self.first_visit(step) else None
         if at is not None:
             self.add("H5MD023", path, f"step must increase strictly; entry {at} does not")
 
@@ -518,9 +519,17 @@ class Checker:
             if n is not None and shape[0] != n:
                 self.add("H5MD024", path, f"time has {shape[0]} entries but value has {n} rows")
                 return
-            at = self.first_violation(time, path, shape[0], strict=False)
+            at = self.first_violation(time, path, shape[0], strict=False) if self.first_visit(time) else None
             if at is not None:
                 self.add("H5MD024", path, f"time must not decrease (nor be NaN); entry {at} does")
+
+    def first_visit(self, dataset):
+        """True the first time *dataset* (by object, whatever its path) is seen here."""
+        key = dataset.id
+        if key in self.ordered:
+            return False
+        self.ordered.add(key)
+        return True
 
     def first_violation(self, dataset, path, length, strict):
         """Index of the first entry not above (strict) / below its predecessor, or None."""
@@ -617,7 +626,6 @@ class Checker:
 
     def check_particle_group(self, group, path):
         a = self.access
-        dimension, edges = self.check_box(group, path)
         elements = {}
         for name in a.names(group, path):
             if name == "box":
@@ -627,6 +635,7 @@ class Checker:
             if obj is None or not (_is_group(obj) or _is_dataset(obj)):
                 continue
             elements[name] = self.element(obj, element_path)
+        dimension, edges = self.check_box(group, path)
         if self.h5md:
             self.check_vectors(elements, dimension)
             self.check_links(path, elements, edges)
