@@ -18,7 +18,8 @@ from .findings import ERROR, NOTE, WARNING, FileReport
 from .layout import read_provenance
 from .mpi import entry_point, root_call
 from .errors import InputError
-from .validate import Access, _is_dataset, _is_group, _join, _text, isolated, open_hdf5, validate_file
+from .h5access import Access, is_dataset, is_group, isolated, join_path, open_hdf5, text_of
+from .validate import validate_file
 
 #: Entries of step/time read in full; longer series are summarised from their ends.
 SERIES_LIMIT = 10_000_000
@@ -30,10 +31,10 @@ MAX_CHUNKS_INSPECTED = 200_000
 
 def _series(a, dataset, path, n_frames):
     """Summary of a step or time dataset: mode, first, last, interval, regular."""
-    if dataset is None or not _is_dataset(dataset):
+    if dataset is None or not is_dataset(dataset):
         return None
     shape = a.shape(dataset, path)
-    unit = _text(a.attr(dataset, "unit", path))
+    unit = text_of(a.attr(dataset, "unit", path))
     if shape == ():
         increment = a.read(dataset, path)
         if increment is None:
@@ -70,10 +71,10 @@ def _series(a, dataset, path, n_frames):
 
 def _box(a, group, path):
     box = a.child(group, "box", f"{path}/box")
-    if box is None or not _is_group(box):
+    if box is None or not is_group(box):
         return None
     boundary = a.attr(box, "boundary", f"{path}/box")
-    texts = [_text(b) for b in np.atleast_1d(boundary)] if boundary is not None else []
+    texts = [text_of(b) for b in np.atleast_1d(boundary)] if boundary is not None else []
     dimension = a.attr(box, "dimension", f"{path}/box")
     record = {"dimension": int(dimension) if np.ndim(dimension) == 0 and np.asarray(dimension).dtype.kind in "iu" else None,
               "boundary": texts, "time_dependent": None, "kind": None, "first_edges": None}
@@ -81,9 +82,9 @@ def _box(a, group, path):
     if edges is None:
         record["kind"] = "open (no edges)" if all(t == "none" for t in texts) else "no edges"
         return record
-    record["time_dependent"] = _is_group(edges)
-    value = a.child(edges, "value", f"{path}/box/edges/value") if _is_group(edges) else edges
-    if value is None or not _is_dataset(value):
+    record["time_dependent"] = is_group(edges)
+    value = a.child(edges, "value", f"{path}/box/edges/value") if is_group(edges) else edges
+    if value is None or not is_dataset(value):
         return record
     shape = a.shape(value, f"{path}/box/edges")
     if not shape:
@@ -144,7 +145,7 @@ def _datasets(a, handle):
     while queue and len(found) < MAX_DATASETS:
         group, path = queue.pop(0)
         for name in a.names(group, path):
-            child_path = _join(path, name)
+            child_path = join_path(path, name)
             link = a.link(group, name, child_path)
             if type(link).__name__ != "HardLink":
                 continue
@@ -152,9 +153,9 @@ def _datasets(a, handle):
             if obj is None or obj.id in seen:
                 continue
             seen.add(obj.id)
-            if _is_group(obj):
+            if is_group(obj):
                 queue.append((obj, child_path))
-            elif _is_dataset(obj):
+            elif is_dataset(obj):
                 try:
                     found[child_path] = describe_dataset(obj, child_path)
                 except Exception as error:  # noqa: BLE001
@@ -176,16 +177,16 @@ def describe_file(path):
     with open_hdf5(path) as handle:
         a = Access(handle, FileReport(path))  # problems were reported by validate already
         particles = a.child(handle, "particles", "/particles")
-        names = a.names(particles, "/particles") if particles is not None and _is_group(particles) else []
+        names = a.names(particles, "/particles") if particles is not None and is_group(particles) else []
         name = "trajectory" if "trajectory" in names else (names[0] if names else None)
         group = a.child(particles, name, f"/particles/{name}") if name else None
-        if group is not None and _is_group(group):
+        if group is not None and is_group(group):
             group_path = f"/particles/{name}"
             result["particle_group"] = group_path
             for element_name in ("position", "velocity", "force"):
                 element = a.child(group, element_name, f"{group_path}/{element_name}")
-                value = a.child(element, "value", f"{group_path}/{element_name}/value") if element is not None and _is_group(element) else None
-                shape = a.shape(value, element_name) if value is not None and _is_dataset(value) else None
+                value = a.child(element, "value", f"{group_path}/{element_name}/value") if element is not None and is_group(element) else None
+                shape = a.shape(value, element_name) if value is not None and is_dataset(value) else None
                 if not shape or len(shape) != 3:
                     continue
                 result["elements"].append(element_name)
@@ -202,9 +203,9 @@ def describe_file(path):
             result["provenance"] = None
         provenance = result["provenance"] if isinstance(result["provenance"], dict) else {}
         stripe = (provenance.get("layout") or {}).get("stripe_size") if isinstance(provenance.get("layout"), dict) else None
-        value = a.child(group, "position", "") if group is not None and _is_group(group) else None
-        value = a.child(value, "value", "") if value is not None and _is_group(value) else None
-        if stripe and value is not None and _is_dataset(value) and value.chunks:
+        value = a.child(group, "position", "") if group is not None and is_group(group) else None
+        value = a.child(value, "value", "") if value is not None and is_group(value) else None
+        if stripe and value is not None and is_dataset(value) and value.chunks:
             try:
                 result["stripe_alignment"] = aligned_share(value, int(stripe))
             except Exception:  # noqa: BLE001 - informational only

@@ -22,12 +22,11 @@ import numpy as np
 
 from . import lint
 from .errors import H5mdToolError, InputError, UnreadableError, UsageError
-from .findings import ERROR, WARNING, FileReport, ValidationReport
+from .h5access import Access, integers, is_dataset, is_group, isolated, join_path, open_hdf5, reason, text_of
+from .findings import FileReport, ValidationReport
 from .mpi import entry_point, root_call
 
 PROFILES = ("h5md", "mdanalysis", "all")
-#: Root groups whose content H5MD defines (a broken soft link there is an error).
-H5MD_ROOTS = ("h5md", "particles", "observables", "connectivity")
 #: Per-particle vector elements: values ``[n][N][D]`` (time-dependent) or ``[N][D]``.
 VECTORS = ("position", "velocity", "force", "image")
 #: Standard per-particle elements (particle index on the axis after the frame axis).
@@ -53,54 +52,6 @@ EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s.]+")
 SERIES_BLOCK = 1 << 20
 #: Objects visited at most when looking for links (bounds the walk of pathological files).
 MAX_OBJECTS = 100_000
-#: Soft links followed in a row before calling it a loop (HDF5's own limit is 16).
-MAX_SOFT_LINKS = 16
-
-
-def _reason(error):
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
-
-
-def _join(path, name):
-    return f"{path.rstrip('/')}/{name}"
-
-
-def _is_group(obj):
-    import h5py
-
-    return isinstance(obj, h5py.Group)
-
-
-def _is_dataset(obj):
-    import h5py
-
-    return isinstance(obj, h5py.Dataset)
-
-
-def _integers(value):
-    """*value* as an integer array, or None when it is not of an integer type."""
-    if value is None:
-        return None
-    try:
-        array = np.asarray(value)
-    except Exception:  # noqa: BLE001
-        return None
-    return array if array.dtype.kind in "iu" else None
-
-
-def _text(value):
-    """*value* as a str when it is a (scalar) string, else None."""
-    if isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind in "OSU":
-        value = value.item()
-    if isinstance(value, (bytes, np.bytes_)):
-        try:
-            return bytes(value).decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    if isinstance(value, str):
-        return value
-    return None
 
 
 @dataclass
@@ -127,160 +78,6 @@ class Element:
             return None
         axis = 1 if self.time_dependent else 0
         return self.shape[axis] if len(self.shape) > axis else None
-
-
-class Access:
-    """Guarded access to an open file: never raises, records link and read problems."""
-
-    def __init__(self, handle, report):
-        self.handle = handle
-        self.report = report
-
-    def _link_severity(self, path):
-        top = path.strip("/").split("/", 1)[0]
-        return ERROR if top in H5MD_ROOTS else WARNING
-
-    def names(self, group, path):
-        """Member names of *group* (creation order when tracked, else by name)."""
-        try:
-            return list(group)
-        except Exception as error:  # noqa: BLE001
-            self.report.add("FILE002", path, f"cannot list this group: {_reason(error)}")
-            return []
-
-    def link(self, group, name, path):
-        """The link object for *name* (HardLink, SoftLink, ExternalLink) or None."""
-        try:
-            return group.get(name, getlink=True)
-        except Exception as error:  # noqa: BLE001
-            self.report.add("FILE003", path, f"cannot read the link: {_reason(error)}")
-            return None
-
-    def resolve(self, group, name, path, depth=0):
-        """Follow member *name* of *group* without ever crossing into another file.
-
-        Returns the object, or ``("missing",)``, ``("loop", link)``, ``("external", link)``
-        or ``("error", exception)``. Soft links are resolved one path component at a time,
-        each component's link type checked first.
-        """
-        import h5py
-
-        try:
-            link = group.get(name, getlink=True)
-        except Exception as error:  # noqa: BLE001
-            return ("error", error)
-        if link is None:
-            return ("missing",)
-        if isinstance(link, h5py.ExternalLink):
-            return ("external", link)
-        if isinstance(link, h5py.SoftLink):
-            if depth >= MAX_SOFT_LINKS:
-                return ("loop", link)
-            obj = self.handle if link.path.startswith("/") else group
-            for component in (c for c in link.path.split("/") if c and c != "."):
-                if not _is_group(obj):
-                    return ("missing",)
-                obj = self.resolve(obj, component, path, depth + 1)
-                if isinstance(obj, tuple):
-                    return obj if obj[0] != "missing" else ("dangling", link)
-            return obj
-        try:
-            return group[name]
-        except Exception as error:  # noqa: BLE001
-            return ("error", error)
-
-    def child(self, group, name, path):
-        """Member *name* of *group*, or None when missing, external, broken or unreadable."""
-        if group is None or not _is_group(group):
-            return None
-        obj = self.resolve(group, name, path)
-        if not isinstance(obj, tuple):
-            return obj
-        self.report_problem(path, obj)
-        return None
-
-    def report_problem(self, path, outcome):
-        kind = outcome[0]
-        if kind == "external":
-            self._external(path, outcome[1])
-        elif kind in ("loop", "dangling"):
-            self._broken_soft_link(path, outcome[1])
-        elif kind == "error":
-            self.report.add("FILE003", path, f"cannot open: {_reason(outcome[1])}")
-
-    def _external(self, path, link):
-        self.report.add("LINK001", path, f"external link to {link.filename}:{link.path} (directly or through a soft link), not followed")
-
-    def _broken_soft_link(self, path, link):
-        self.report.add("LINK002", path, f"soft link to {link.path} cannot be resolved (dangling, or a loop)",
-                        severity=self._link_severity(path))
-
-    def attr(self, obj, name, path):
-        """Attribute *name* of *obj*, or None when absent or unreadable (FILE003)."""
-        try:
-            if name not in obj.attrs:
-                return None
-            return obj.attrs[name]
-        except Exception as error:  # noqa: BLE001
-            self.report.add("FILE003", path, f"cannot read attribute {name}: {_reason(error)}")
-            return None
-
-    def string_kind(self, obj, name):
-        """``(variable_length, shape)`` of a string attribute, or None for non-strings."""
-        import h5py
-
-        try:
-            attribute = obj.attrs.get_id(name)
-            kind = attribute.get_type()
-            if not isinstance(kind, h5py.h5t.TypeStringID):
-                return None
-            return bool(kind.is_variable_str()), attribute.shape
-        except Exception:  # noqa: BLE001
-            return None
-
-    def shape(self, dataset, path):
-        try:
-            shape = dataset.shape
-        except Exception as error:  # noqa: BLE001
-            self.report.add("FILE003", path, f"cannot read the shape: {_reason(error)}")
-            return None
-        return None if shape is None else tuple(int(s) for s in shape)
-
-    def kind(self, dataset, path):
-        """numpy dtype kind of *dataset* ('i', 'u', 'f', 'S', 'O', 'V'...), or None."""
-        try:
-            return dataset.dtype.kind
-        except Exception as error:  # noqa: BLE001
-            self.report.add("FILE003", path, f"cannot read the datatype: {_reason(error)}")
-            return None
-
-    def read(self, dataset, path, selection=()):
-        try:
-            return dataset[selection]
-        except Exception as error:  # noqa: BLE001
-            self.report.add("FILE003", path, f"cannot read the data: {_reason(error)}")
-            return None
-
-
-def open_hdf5(path):
-    """Open *path* read-only with h5py.
-
-    Raises
-    ------
-    UnreadableError
-        If the path is missing, a directory, or not a readable HDF5 file (empty, truncated,
-        another format).
-    """
-    import h5py
-
-    if not os.path.exists(path):
-        raise UnreadableError(f"{path}: no such file")
-    if os.path.isdir(path):
-        raise UnreadableError(f"{path}: is a directory, not a file")
-    try:
-        return h5py.File(path, "r")
-    except Exception as error:  # noqa: BLE001 - every way of failing means "cannot be read"
-        raise UnreadableError(f"{path}: not a readable HDF5 file (empty, truncated or another format: {_reason(error)})") from None
 
 
 class Checker:
@@ -331,7 +128,7 @@ class Checker:
             group, path = queue.pop()
             for name in a.names(group, path):
                 visited += 1
-                child_path = _join(path, name)
+                child_path = join_path(path, name)
                 link = a.link(group, name, child_path)
                 if isinstance(link, (h5py.ExternalLink, h5py.SoftLink)):
                     outcome = a.resolve(group, name, child_path)
@@ -339,7 +136,7 @@ class Checker:
                         a.report_problem(child_path, outcome)
                 elif isinstance(link, h5py.HardLink):
                     obj = a.child(group, name, child_path)
-                    if obj is not None and _is_group(obj) and obj.id not in seen:
+                    if obj is not None and is_group(obj) and obj.id not in seen:
                         seen.add(obj.id)
                         queue.append((obj, child_path))
 
@@ -351,9 +148,11 @@ class Checker:
             if required:
                 self.add(rule, path, f"no attribute {name}")
             return None
-        text = _text(value)
+        text = text_of(value)
         if text is None and isinstance(value, np.ndarray) and value.size == 1 and value.dtype.kind in "OSU":
-            text = _text(value.reshape(()))
+            text = text_of(value.reshape(()))
+            if text is not None:
+                self.add("H5MD103", path, f"attribute {name} is an array of one string; H5MD 1.1 asks a scalar string")
         if text is None:
             self.add(rule, path, f"attribute {name} must be a string, not {type(value).__name__} {np.asarray(value).dtype}")
             return None
@@ -375,16 +174,16 @@ class Checker:
         if root is None:
             self.add("H5MD001", "/h5md", "no /h5md group: not an H5MD file")
             return
-        if not _is_group(root):
+        if not is_group(root):
             self.add("H5MD001", "/h5md", "/h5md is not a group")
             return
-        version = _integers(a.attr(root, "version", "/h5md"))
+        version = integers(a.attr(root, "version", "/h5md"))
         if version is None or version.shape != (2,):
             self.add("H5MD002", "/h5md", "attribute version must be two integers, e.g. [1, 1]")
         elif tuple(int(v) for v in version) not in ((1, 0), (1, 1)):
             self.add("H5MD006", "/h5md", f"version {tuple(int(v) for v in version)} is not 1.0 or 1.1; checked against H5MD 1.1")
         author = a.child(root, "author", "/h5md/author")
-        if author is None or not _is_group(author):
+        if author is None or not is_group(author):
             self.add("H5MD003", "/h5md/author", "no group author")
         else:
             self.check_string(author, "name", "/h5md/author", "H5MD003", variable=False)
@@ -393,7 +192,7 @@ class Checker:
                 if email is not None and not EMAIL.fullmatch(email):
                     self.add("H5MD105", "/h5md/author", f"email {email!r} does not look like name@domain.tld")
         creator = a.child(root, "creator", "/h5md/creator")
-        if creator is None or not _is_group(creator):
+        if creator is None or not is_group(creator):
             self.add("H5MD004", "/h5md/creator", "no group creator")
         else:
             self.check_string(creator, "name", "/h5md/creator", "H5MD004", variable=False)
@@ -401,7 +200,7 @@ class Checker:
         modules = a.child(root, "modules", "/h5md/modules")
         units = None
         if modules is not None:
-            if not _is_group(modules):
+            if not is_group(modules):
                 self.add("H5MD014", "/h5md/modules", "modules must be a group")
             else:
                 for name in a.names(modules, "/h5md/modules"):
@@ -409,10 +208,10 @@ class Checker:
                     module = a.child(modules, name, path)
                     if module is None:
                         continue
-                    if not _is_group(module):
+                    if not is_group(module):
                         self.add("H5MD014", path, "a module must be a group")
                         continue
-                    version = _integers(a.attr(module, "version", path))
+                    version = integers(a.attr(module, "version", path))
                     if version is None or version.shape != (2,):
                         self.add("H5MD005", path, "module without an Integer[2] attribute version")
                     if name == "units":
@@ -425,12 +224,12 @@ class Checker:
     # -- time-dependent elements ---------------------------------------------------------
     def element(self, obj, path):
         """Check an element (group or dataset) and return what was found."""
-        if _is_dataset(obj):
+        if is_dataset(obj):
             return Element(path, obj, False, value=obj, shape=self.access.shape(obj, path))
         a = self.access
         element = Element(path, obj, True)
         value = a.child(obj, "value", f"{path}/value")
-        if value is None or not _is_dataset(value):
+        if value is None or not is_dataset(value):
             if self.h5md:
                 self.add("H5MD020", path, "time-dependent element (a group) without a value dataset")
         else:
@@ -452,7 +251,7 @@ class Checker:
             if self.h5md:
                 self.add("H5MD021", element.path, "time-dependent element without a step dataset")
             return
-        if not _is_dataset(step):
+        if not is_dataset(step):
             if self.h5md:
                 self.add("H5MD021", path, "step must be a dataset")
             return
@@ -479,7 +278,7 @@ class Checker:
             if increment is not None and int(increment) <= 0:
                 self.add("H5MD023", path, f"fixed step increment {int(increment)} must be positive")
             offset = a.attr(step, "offset", path)
-            if offset is not None and (_integers(offset) is None or np.ndim(offset) != 0):
+            if offset is not None and (integers(offset) is None or np.ndim(offset) != 0):
                 self.add("H5MD021", path, "attribute offset of a fixed step must be a scalar integer")
             return
         n = element.n_frames
@@ -495,7 +294,7 @@ class Checker:
         time = a.child(element.obj, "time", path)
         if time is None:
             return
-        if not _is_dataset(time):
+        if not is_dataset(time):
             if self.h5md:
                 self.add("H5MD024", path, "time must be a dataset")
             return
@@ -557,7 +356,7 @@ class Checker:
         particles = a.child(self.handle, "particles", "/particles")
         if particles is None:
             return
-        if not _is_group(particles):
+        if not is_group(particles):
             if self.h5md:
                 self.add("H5MD014", "/particles", "/particles must be a group")
             return
@@ -566,7 +365,7 @@ class Checker:
             group = a.child(particles, name, path)
             if group is None:
                 continue
-            if not _is_group(group):
+            if not is_group(group):
                 if self.h5md:
                     self.add("H5MD014", path, "a particle group must be a group")
                 continue
@@ -581,12 +380,12 @@ class Checker:
             if self.h5md:
                 self.add("H5MD010", box_path, "particle group without a box group")
             return None, None
-        if not _is_group(box):
+        if not is_group(box):
             if self.h5md:
                 self.add("H5MD014", box_path, "box must be a group")
             return None, None
         dimension = None
-        raw = _integers(a.attr(box, "dimension", box_path))
+        raw = integers(a.attr(box, "dimension", box_path))
         if raw is None or raw.shape != () or int(raw) < 1:
             if self.h5md:
                 self.add("H5MD010", box_path, "box needs a scalar integer attribute dimension >= 1")
@@ -595,7 +394,7 @@ class Checker:
         boundary = a.attr(box, "boundary", box_path)
         texts = []
         if boundary is not None and np.ndim(boundary) == 1:
-            texts = [_text(b) for b in boundary]
+            texts = [text_of(b) for b in boundary]
         if self.h5md:
             if (boundary is None or np.ndim(boundary) != 1 or (dimension and len(texts) != dimension)
                     or any(t not in ("periodic", "none") for t in texts)):
@@ -609,7 +408,7 @@ class Checker:
             if self.h5md and "periodic" in texts:
                 self.add("H5MD012", box_path, "periodic box without edges")
             return dimension, None
-        if not (_is_group(edges) or _is_dataset(edges)):
+        if not (is_group(edges) or is_dataset(edges)):
             return dimension, None
         element = self.element(edges, edges_path)
         if self.h5md and element.shape is not None and dimension:
@@ -632,7 +431,7 @@ class Checker:
                 continue
             element_path = f"{path}/{name}"
             obj = a.child(group, name, element_path)
-            if obj is None or not (_is_group(obj) or _is_dataset(obj)):
+            if obj is None or not (is_group(obj) or is_dataset(obj)):
                 continue
             elements[name] = self.element(obj, element_path)
         dimension, edges = self.check_box(group, path)
@@ -696,7 +495,7 @@ class Checker:
             if value is None:
                 self.add("H5MD101", path, "no unit attribute")
                 continue
-            text = _text(value)
+            text = text_of(value)
             if text is None:
                 self.add("H5MD104", path, f"unit must be a string, not {np.asarray(value).dtype}")
                 continue
@@ -711,16 +510,16 @@ class Checker:
         root = a.child(self.handle, "observables", "/observables")
         if root is None:
             return
-        if not _is_group(root):
+        if not is_group(root):
             self.add("H5MD014", "/observables", "/observables must be a group")
             return
         stack = [(root, "/observables", 0)]
         while stack:
             group, path, depth = stack.pop()
             for name in a.names(group, path):
-                child_path = _join(path, name)
+                child_path = join_path(path, name)
                 obj = a.child(group, name, child_path)
-                if obj is None or not _is_group(obj):
+                if obj is None or not is_group(obj):
                     continue  # a dataset is a time-independent observable
                 members = a.names(obj, child_path)
                 if "value" in members or "step" in members:
@@ -809,7 +608,7 @@ class MDAnalysisProfile:
     def particle_group(self):
         a = self.access
         particles = a.child(self.checker.handle, "particles", "/particles")
-        if particles is None or not _is_group(particles):
+        if particles is None or not is_group(particles):
             self.add("MDA001", "/particles", "no /particles group: MDAnalysis reads particles/trajectory")
             return None, None
         names = a.names(particles, "/particles")
@@ -821,16 +620,16 @@ class MDAnalysisProfile:
             return None, None
         path = f"/particles/{names[0]}"
         group = a.child(particles, names[0], path)
-        if group is None or not _is_group(group):
+        if group is None or not is_group(group):
             return None, None
         return group, path
 
     def check_box(self, group, path):
         box = self.access.child(group, "box", f"{path}/box")
-        if box is None or not _is_group(box):
+        if box is None or not is_group(box):
             self.add("MDA002", f"{path}/box", "no box group (MDAnalysis reads box.attrs['dimension'])")
             return None
-        dimension = _integers(self.access.attr(box, "dimension", f"{path}/box"))
+        dimension = integers(self.access.attr(box, "dimension", f"{path}/box"))
         if dimension is None or dimension.size != 1 or int(dimension.reshape(-1)[0]) != 3:
             self.add("MDA002", f"{path}/box", "MDAnalysis needs box dimension 3")
         return box
@@ -841,8 +640,8 @@ class MDAnalysisProfile:
         for name in present:
             element_path = f"{path}/{name}"
             obj = a.child(group, name, element_path)
-            value = a.child(obj, "value", f"{element_path}/value") if obj is not None and _is_group(obj) else None
-            shape = a.shape(value, f"{element_path}/value") if value is not None and _is_dataset(value) else None
+            value = a.child(obj, "value", f"{element_path}/value") if obj is not None and is_group(obj) else None
+            shape = a.shape(value, f"{element_path}/value") if value is not None and is_dataset(value) else None
             if shape is None or len(shape) != 3 or shape[2] != 3:
                 self.add("MDA004", element_path, f"{name} must be a group with [n][N][3] values for MDAnalysis, found {'shape ' + str(shape) if shape else 'none'}")
                 continue
@@ -862,7 +661,7 @@ class MDAnalysisProfile:
         try:
             return lint.unavailable_filters(dataset)
         except Exception as error:  # noqa: BLE001
-            self.add("FILE003", path, f"cannot read the filters: {_reason(error)}")
+            self.add("FILE003", path, f"cannot read the filters: {reason(error)}")
             return []
 
     def check_series(self, first):
@@ -870,7 +669,7 @@ class MDAnalysisProfile:
         for series in ("step", "time"):
             path = f"{first['path']}/{series}"
             dataset = a.child(first["group"], series, path)
-            shape = a.shape(dataset, path) if dataset is not None and _is_dataset(dataset) else None
+            shape = a.shape(dataset, path) if dataset is not None and is_dataset(dataset) else None
             if shape is None:
                 self.add("MDA003", path, f"no {series} dataset (MDAnalysis reads {first['name']}/{series}[frame])")
             elif len(shape) != 1 or shape[0] < first["n_frames"]:
@@ -878,20 +677,20 @@ class MDAnalysisProfile:
 
     def unit_of(self, dataset, path):
         value = self.access.attr(dataset, "unit", path) if dataset is not None else None
-        return _text(value)
+        return text_of(value)
 
     def check_units(self, group, path, present, first, box):
         a = self.access
         table = mdanalysis_units()
         time = a.child(first["group"], "time", f"{first['path']}/time")
-        if time is not None and _is_dataset(time):
+        if time is not None and is_dataset(time):
             unit = self.unit_of(time, f"{first['path']}/time")
             if unit not in table["time"]:
                 self.add("MDA005", f"{first['path']}/time", f"time unit {unit!r} is not one MDAnalysis knows ({', '.join(sorted(table['time']))})")
         for name in present:
             value_path = f"{path}/{name}/value"
             obj = a.child(group, name, f"{path}/{name}")
-            value = a.child(obj, "value", value_path) if obj is not None and _is_group(obj) else None
+            value = a.child(obj, "value", value_path) if obj is not None and is_group(obj) else None
             if value is None:
                 continue
             kind = UNIT_KINDS[name]
@@ -900,7 +699,7 @@ class MDAnalysisProfile:
                 self.add("MDA005", value_path, f"{kind} unit {unit!r} is not one MDAnalysis knows ({', '.join(sorted(table[kind]))})")
         if "position" not in present and box is not None:
             edges = a.child(box, "edges", f"{path}/box/edges")
-            value = a.child(edges, "value", f"{path}/box/edges/value") if edges is not None and _is_group(edges) else None
+            value = a.child(edges, "value", f"{path}/box/edges/value") if edges is not None and is_group(edges) else None
             if value is not None and self.unit_of(value, f"{path}/box/edges/value") not in table["length"]:
                 self.add("MDA005", f"{path}/box/edges/value", "without positions MDAnalysis takes the length unit from the box, which has none it knows")
 
@@ -910,29 +709,29 @@ class MDAnalysisProfile:
             return
         edges_path = f"{path}/box/edges"
         edges = a.child(box, "edges", edges_path)
-        value = a.child(edges, "value", f"{edges_path}/value") if edges is not None and _is_group(edges) else None
-        shape = a.shape(value, f"{edges_path}/value") if value is not None and _is_dataset(value) else None
+        value = a.child(edges, "value", f"{edges_path}/value") if edges is not None and is_group(edges) else None
+        shape = a.shape(value, f"{edges_path}/value") if value is not None and is_dataset(value) else None
         if shape is None or len(shape) < 2 or shape[1:] not in ((3,), (3, 3)) or shape[0] < n_frames:
             self.add("MDA009", edges_path, f"MDAnalysis reads box/edges/value[frame] as [3] or [3][3]; found {'value of shape ' + str(shape) if shape else 'no time-dependent edges'}")
 
     def check_observables(self, n_frames):
         a = self.access
         root = a.child(self.checker.handle, "observables", "/observables")
-        if root is None or not _is_group(root):
+        if root is None or not is_group(root):
             return
         for name in a.names(root, "/observables"):
             path = f"/observables/{name}"
             obj = a.child(root, name, path)
             if obj is None:
                 continue
-            if not _is_group(obj):
+            if not is_group(obj):
                 self.add("MDA007", path, "a time-independent observable: MDAnalysis expects observables/<name>/value[frame] and fails")
                 continue
             members = a.names(obj, path)
             targets = [(obj, path)] if "value" in members else [(a.child(obj, sub, f"{path}/{sub}"), f"{path}/{sub}") for sub in members]
             for target, target_path in targets:
-                value = a.child(target, "value", f"{target_path}/value") if target is not None and _is_group(target) else None
-                shape = a.shape(value, f"{target_path}/value") if value is not None and _is_dataset(value) else None
+                value = a.child(target, "value", f"{target_path}/value") if target is not None and is_group(target) else None
+                shape = a.shape(value, f"{target_path}/value") if value is not None and is_dataset(value) else None
                 if not shape or shape[0] < n_frames:
                     self.add("MDA007", target_path, f"MDAnalysis reads {target_path}/value[frame] for each of {n_frames} frames; found {'shape ' + str(shape) if shape else 'no time-dependent value'}")
 
@@ -965,7 +764,7 @@ def _mdanalysis_read(path, **options):
             finally:
                 reader.close()
     except Exception as error:  # noqa: BLE001 - whatever MDAnalysis raises is the finding
-        return _reason(error)
+        return reason(error)
     return None
 
 
@@ -982,75 +781,6 @@ def _mpi_self():
         return module.COMM_SELF
     except Exception:  # noqa: BLE001
         return None
-
-
-def _fork_is_safe():
-    """Forking is safe here: POSIX, MPI not started in this process, not disabled."""
-    if os.environ.get("H5MDTOOL_ISOLATE", "1") in ("0", "no", "false") or not hasattr(os, "fork"):
-        return False
-    module = sys.modules.get("mpi4py.MPI")
-    try:
-        return module is None or not module.Is_initialized() or module.Is_finalized()
-    except Exception:  # noqa: BLE001
-        return False
-
-
-def _run_child(writer, function, args):
-    import faulthandler
-
-    faulthandler.disable()  # a crash here is expected and reported by the parent
-    try:
-        outcome = ("ok", function(*args))
-    except H5mdToolError as error:
-        outcome = ("error", error)
-    except BaseException as error:  # noqa: BLE001 - handed to the parent, which raises it
-        outcome = ("exception", f"{type(error).__name__}: {error}")
-    writer.send(outcome)
-    writer.close()
-
-
-def isolated(function, *args):
-    """Run ``function(*args)`` where a crash of libhdf5 cannot take this process down.
-
-    HDF5 itself can crash (segmentation fault) on damaged metadata, for instance a corrupt
-    fractal-heap block of a group (seen with HDF5 1.10.8). Serial runs therefore read files
-    in a forked child; under MPI (fork is unsafe after MPI_Init with some networks) the
-    function runs in this process.
-
-    Returns
-    -------
-    tuple
-        ``("ok", value)``, ``("error", H5mdToolError)`` or ``("crash", signal number)``.
-
-    Raises
-    ------
-    RuntimeError
-        If the function failed with another exception in the child (a bug).
-    """
-    if not _fork_is_safe():
-        try:
-            return ("ok", function(*args))
-        except H5mdToolError as error:
-            return ("error", error)
-    import multiprocessing
-
-    context = multiprocessing.get_context("fork")
-    reader, writer = context.Pipe(duplex=False)
-    child = context.Process(target=_run_child, args=(writer, function, args))
-    child.start()
-    writer.close()
-    try:
-        outcome = reader.recv()
-    except EOFError:
-        outcome = None
-    finally:
-        reader.close()
-        child.join()
-    if outcome is None:
-        return ("crash", -child.exitcode if child.exitcode and child.exitcode < 0 else child.exitcode)
-    if outcome[0] == "exception":
-        raise RuntimeError(outcome[1])
-    return outcome
 
 
 def validate_file(path, profile="all", label=None):
@@ -1126,7 +856,7 @@ def validate_manifest(path, profile="all", label=None):
         with open(path) as handle:
             document = json.load(handle)
     except (OSError, ValueError) as error:
-        raise UnreadableError(f"{path}: not a readable JSON manifest ({_reason(error)})") from None
+        raise UnreadableError(f"{path}: not a readable JSON manifest ({reason(error)})") from None
     report = FileReport(label or path, kind="manifest")
     try:
         manifest = read_manifest(path)
@@ -1151,7 +881,7 @@ def validate_manifest(path, profile="all", label=None):
             report.add("MAN004", name, f"part cannot be read: {error}")
             continue
         except Exception as error:  # noqa: BLE001 - any unreadable part is a finding
-            report.add("MAN004", name, f"part cannot be read: {_reason(error)}")
+            report.add("MAN004", name, f"part cannot be read: {reason(error)}")
             continue
         if segment.n_frames != part.n_frames:
             report.add("MAN004", name, f"holds {segment.n_frames} frames, the manifest says {part.n_frames}")

@@ -313,7 +313,7 @@ def _crash():
 def test_hdf5_crash_is_contained(tmp_path, good):
     import signal
 
-    from h5mdtool.validate import isolated
+    from h5mdtool.h5access import isolated
 
     assert isolated(_crash) == ("crash", signal.SIGSEGV)
     assert isolated(divmod, 7, 2) == ("ok", (3, 1))
