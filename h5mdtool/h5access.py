@@ -155,6 +155,23 @@ class Access:
         self.report.add("LINK002", path, f"soft link to {link.path} cannot be resolved (dangling, or a loop)",
                         severity=self._link_severity(path))
 
+    @staticmethod
+    def key(obj):
+        """A hashable identity of the object *obj* (the same through every hard link), or None.
+
+        h5py hashes objects by their file and object numbers, which it cannot read for some
+        damaged objects; those get None (never treated as seen).
+        """
+        try:
+            return hash(obj.id)
+        except Exception:  # noqa: BLE001
+            return None
+
+    def same(self, a, b):
+        """True when *a* and *b* are one object (hard links); False when unknown."""
+        key = self.key(a)
+        return key is not None and key == self.key(b)
+
     def attr(self, obj, name, path):
         """Attribute *name* of *obj*, or None when absent or unreadable (FILE003)."""
         try:

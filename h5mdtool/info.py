@@ -7,6 +7,7 @@ provenance h5mdtool recorded, and the findings of ``validate --profile all`` wit
 guarded access as ``validate``: any content gives a description, never a traceback.
 """
 
+import json
 import math
 import os
 from dataclasses import asdict
@@ -15,7 +16,6 @@ import numpy as np
 
 from . import lint
 from .findings import ERROR, NOTE, WARNING, FileReport
-from .layout import read_provenance
 from .mpi import entry_point, root_call
 from .errors import InputError
 from .h5access import Access, is_dataset, is_group, isolated, join_path, open_hdf5, text_of
@@ -140,7 +140,7 @@ def aligned_share(dataset, interval):
 def _datasets(a, handle):
     """Every dataset reachable by hard links, described (failures described as errors)."""
     found = {}
-    seen = {handle.id}
+    seen = {a.key(handle)}
     queue = [(handle, "/")]
     while queue and len(found) < MAX_DATASETS:
         group, path = queue.pop(0)
@@ -150,9 +150,10 @@ def _datasets(a, handle):
             if type(link).__name__ != "HardLink":
                 continue
             obj = a.child(group, name, child_path)
-            if obj is None or obj.id in seen:
+            key = a.key(obj) if obj is not None else None
+            if key is None or key in seen:
                 continue
-            seen.add(obj.id)
+            seen.add(key)
             if is_group(obj):
                 queue.append((obj, child_path))
             elif is_dataset(obj):
@@ -161,6 +162,51 @@ def _datasets(a, handle):
                 except Exception as error:  # noqa: BLE001
                     found[child_path] = {"error": f"{type(error).__name__}: {error}"}
     return found
+
+
+def _describe_trajectory(a, handle, result):
+    """Particle group, elements, frames, atoms, step, time and box, into *result*."""
+    particles = a.child(handle, "particles", "/particles")
+    names = a.names(particles, "/particles") if particles is not None and is_group(particles) else []
+    name = "trajectory" if "trajectory" in names else (names[0] if names else None)
+    group = a.child(particles, name, f"/particles/{name}") if name else None
+    if group is None or not is_group(group):
+        return
+    group_path = f"/particles/{name}"
+    result["particle_group"] = group_path
+    for element_name in ("position", "velocity", "force"):
+        element = a.child(group, element_name, f"{group_path}/{element_name}")
+        value = a.child(element, "value", f"{group_path}/{element_name}/value") if element is not None and is_group(element) else None
+        shape = a.shape(value, element_name) if value is not None and is_dataset(value) else None
+        if not shape or len(shape) != 3:
+            continue
+        result["elements"].append(element_name)
+        if result["n_frames"] is None:
+            result["n_frames"], result["n_atoms"] = shape[0], shape[1]
+            for series in ("step", "time"):
+                dataset = a.child(element, series, f"{group_path}/{element_name}/{series}")
+                result[series] = _series(a, dataset, series, shape[0])
+    result["box"] = _box(a, group, group_path)
+
+
+def _describe_datasets(a, handle, result):
+    result["datasets"] = _datasets(a, handle)
+
+
+def _describe_provenance(a, handle, result):
+    """The JSON record h5mdtool wrote, and the stripe alignment of positions it asked for."""
+    record = a.child(a.child(handle, "parameters", "/parameters"), "h5mdtool", "/parameters/h5mdtool")
+    text = text_of(a.attr(record, "json", "/parameters/h5mdtool")) if record is not None else None
+    provenance = json.loads(text) if text else None
+    result["provenance"] = provenance
+    layout = provenance.get("layout") if isinstance(provenance, dict) else None
+    stripe = layout.get("stripe_size") if isinstance(layout, dict) else None
+    group_path = result["particle_group"]
+    value = a.child(handle, "particles", "") if stripe and group_path else None
+    for name in (group_path.rsplit("/", 1)[-1] if group_path else None, "position", "value"):
+        value = a.child(value, name, "") if value is not None and is_group(value) else None
+    if value is not None and is_dataset(value) and value.chunks:
+        result["stripe_alignment"] = aligned_share(value, int(stripe))
 
 
 def describe_file(path):
@@ -173,43 +219,16 @@ def describe_file(path):
     """
     report = validate_file(path, profile="all")
     result = {"file": path, "bytes": os.path.getsize(path), "particle_group": None, "n_frames": None,
-              "n_atoms": None, "elements": [], "step": None, "time": None, "box": None}
+              "n_atoms": None, "elements": [], "step": None, "time": None, "box": None, "datasets": {},
+              "provenance": None, "problems": []}
     with open_hdf5(path) as handle:
         a = Access(handle, FileReport(path))  # problems were reported by validate already
-        particles = a.child(handle, "particles", "/particles")
-        names = a.names(particles, "/particles") if particles is not None and is_group(particles) else []
-        name = "trajectory" if "trajectory" in names else (names[0] if names else None)
-        group = a.child(particles, name, f"/particles/{name}") if name else None
-        if group is not None and is_group(group):
-            group_path = f"/particles/{name}"
-            result["particle_group"] = group_path
-            for element_name in ("position", "velocity", "force"):
-                element = a.child(group, element_name, f"{group_path}/{element_name}")
-                value = a.child(element, "value", f"{group_path}/{element_name}/value") if element is not None and is_group(element) else None
-                shape = a.shape(value, element_name) if value is not None and is_dataset(value) else None
-                if not shape or len(shape) != 3:
-                    continue
-                result["elements"].append(element_name)
-                if result["n_frames"] is None:
-                    result["n_frames"], result["n_atoms"] = shape[0], shape[1]
-                    for series in ("step", "time"):
-                        dataset = a.child(element, series, f"{group_path}/{element_name}/{series}")
-                        result[series] = _series(a, dataset, series, shape[0])
-            result["box"] = _box(a, group, group_path)
-        result["datasets"] = _datasets(a, handle)
-        try:
-            result["provenance"] = read_provenance(handle)
-        except Exception:  # noqa: BLE001 - an unreadable record is no record
-            result["provenance"] = None
-        provenance = result["provenance"] if isinstance(result["provenance"], dict) else {}
-        stripe = (provenance.get("layout") or {}).get("stripe_size") if isinstance(provenance.get("layout"), dict) else None
-        value = a.child(group, "position", "") if group is not None and is_group(group) else None
-        value = a.child(value, "value", "") if value is not None and is_group(value) else None
-        if stripe and value is not None and is_dataset(value) and value.chunks:
+        for what, section in (("the trajectory", _describe_trajectory), ("the datasets", _describe_datasets),
+                              ("the provenance", _describe_provenance)):
             try:
-                result["stripe_alignment"] = aligned_share(value, int(stripe))
-            except Exception:  # noqa: BLE001 - informational only
-                pass
+                section(a, handle, result)
+            except Exception as error:  # noqa: BLE001 - damaged content: describe what can be
+                result["problems"].append(f"cannot describe {what}: {type(error).__name__}: {error}")
     result["findings"] = [asdict(f) for f in report.findings]
     result["errors"], result["warnings"], result["notes"] = (report.count(s) for s in (ERROR, WARNING, NOTE))
     fixes = [f.fix for f in report.findings if f.rule.startswith("LINT") and f.fix]

@@ -635,3 +635,28 @@ def test_manifests(tmp_path, adk, fmt):
     (outdir / "broken.json").write_text("{not json")
     result = runner.invoke(cli, ["validate", str(outdir / "broken.json")])
     assert result.exit_code == 2 and result.output.startswith("error: ")
+
+
+def test_random_corruption_never_escapes(tmp_path, adk):
+    """Bytes overwritten at random: findings, exit status 0, 1 or 2, valid JSON; never a traceback."""
+    import random
+
+    source = str(tmp_path / "small.h5md")
+    convert(adk[1], source, progress=False, stop=5, compression="gzip")
+    data = open(source, "rb").read()
+    rng = random.Random(2024)
+    runner = CliRunner()
+    for trial in range(60):
+        damaged = bytearray(data)
+        limit = len(damaged) if trial % 3 == 0 else 30000  # metadata sits in the first blocks
+        for _ in range(rng.choice([1, 4, 16])):
+            at = rng.randrange(0, limit)
+            damaged[at:at + 8] = bytes(rng.randrange(256) for _ in range(8))
+        path = tmp_path / "damaged.h5md"
+        path.write_bytes(bytes(damaged))
+        for command in (["validate", str(path), "--json"], ["info", str(path), "--json"]):
+            result = runner.invoke(cli, command)
+            assert result.exception is None or isinstance(result.exception, SystemExit), (trial, command, result.exception)
+            assert result.exit_code in (0, 1, 2) and "Traceback" not in result.output, (trial, command, result.output)
+            if result.exit_code == 0 or command[0] == "validate" and result.exit_code == 1:
+                json.loads(result.stdout)

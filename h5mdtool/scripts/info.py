@@ -81,6 +81,8 @@ def print_info(result):
     if alignment:
         echo(f"  stripe alignment: {alignment['aligned']} of {alignment['inspected']} chunks start on a "
              f"{alignment['stripe_size']} B stripe boundary")
+    for problem in result.get("problems", []):
+        echo(f"  {problem}")
     shown = [f for f in result["findings"] if f["severity"] != "note"]
     notes = len(result["findings"]) - len(shown)
     if shown:
