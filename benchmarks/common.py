@@ -61,6 +61,43 @@ def timed(label, command, repeat=1, env=None, outputs=()):
     return {"label": label, "command": " ".join(command), "seconds": median, "runs": times, "peak_mib": max(peaks)}
 
 
+def timed_interleaved(entries, repeat=1, outputs=()):
+    """Time several commands in turn, *repeat* rounds: A B A B ... (medians, as :func:`timed`).
+
+    A ratio of two commands is measured best this way on a noisy machine: a slow spell
+    (another job, the disk writing back) touches both instead of one.
+
+    Parameters
+    ----------
+    entries : list of (key, label, command)
+    repeat : int
+    outputs : paths removed (and flushed) before every run
+
+    Returns
+    -------
+    dict
+        key -> the record :func:`timed` returns.
+    """
+    times = {key: [] for key, _, _ in entries}
+    peaks = {key: [] for key, _, _ in entries}
+    for _ in range(repeat):
+        for key, _, command in entries:
+            for path in outputs:
+                remove(path)
+            os.sync()
+            seconds, peak = run(command)
+            times[key].append(seconds)
+            peaks[key].append(peak)
+    results = {}
+    for key, label, command in entries:
+        median = statistics.median(times[key])
+        runs = ", ".join(f"{t:.2f}" for t in times[key])
+        print(f"  {label:<58s} {median:8.2f} s  (runs: {runs}; peak {max(peaks[key]):.0f} MiB)", flush=True)
+        results[key] = {"label": label, "command": " ".join(command), "seconds": median, "runs": times[key],
+                        "peak_mib": max(peaks[key])}
+    return results
+
+
 def check(name, value, target, higher_is_better=True):
     ok = value >= target if higher_is_better else value <= target
     relation = ">=" if higher_is_better else "<="
