@@ -30,7 +30,7 @@ from .mpi import (
 from .outputs import check_output_file, lfs_setstripe, preallocate, publish, remove_quietly, temporary_name
 from .progress import progress_bar
 from .provenance import base_record
-from .sources import scan, select_frames
+from .sources import load_decoders, scan, select_frames
 
 #: Default memory for one block of frames, in bytes; each rank holds two blocks (one being
 #: decoded while the other is written).
@@ -361,6 +361,8 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, start=None
     )
     root_call(comm, layout.check_parallel, comm.size)
     require_parallel_h5py(comm)
+    if comm.rank != 0:
+        load_decoders(inputs)
     plan = root_call(
         comm, _plan, comm, inputs, output, topology=topology, select=select, start=start,
         stop=stop, step=step, velocities=velocities, forces=forces, on_overlap=on_overlap,

@@ -33,7 +33,8 @@ import numpy as np
 from .errors import InputError, mark_collective
 from .manifest import is_manifest, read_manifest
 from .mpi import SerialComm, open_h5, root_call
-from .sources import TrajectoryIndex, TrajectoryReader, _h5md_factor, _h5md_particles, detect_format, scan, scan_segment
+from .sources import (TrajectoryIndex, TrajectoryReader, _h5md_factor, _h5md_particles, detect_format, load_decoders,
+                      scan, scan_segment)
 
 
 #: Common H5MD units, converted without importing MDAnalysis (which costs a non-root rank
@@ -259,6 +260,8 @@ def open_frames(path, atom_indices, block_frames, comm):
     """
     if is_manifest(path):
         return ManifestFrames(root_call(comm, checked_manifest, path), atom_indices, block_frames)
+    if comm.rank != 0:
+        load_decoders([path])
     fmt, _, index = root_call(comm, _inspect, path)
     if fmt == "H5MD":
         return H5MDFrames(path, atom_indices, comm, block_frames)

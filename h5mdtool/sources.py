@@ -14,6 +14,7 @@ XTC and TRR frames are decoded by ``MDAnalysis.lib.formats.libmdaxdr`` straight 
 block's buffers; DCD blocks are read with ``libdcd.DCDFile.readframes``.
 """
 
+import importlib
 import os
 from dataclasses import dataclass, field
 
@@ -54,6 +55,30 @@ def detect_format(path):
             f"{path}: unknown trajectory extension {extension or '(none)'!r}; "
             f"h5mdtool reads {known}"
         ) from None
+
+
+def load_decoders(paths):
+    """Import the MDAnalysis modules that decode *paths* (chosen by extension); never raise.
+
+    Ranks other than 0 call this while rank 0 scans the inputs. Importing MDAnalysis takes
+    about 0.35 s; done here it overlaps the scan, instead of delaying each rank's first block
+    while rank 0, which imported it for the scan, waits at the first collective write
+    (measured: 0.3 s of a 5.6 s two-rank gzip conversion). Unknown extensions and failed
+    imports are left for rank 0 to report.
+    """
+    formats = set()
+    for path in paths:
+        try:
+            formats.add(detect_format(path))
+        except InputError:
+            pass
+    modules = {"XTC": "MDAnalysis.lib.formats.libmdaxdr", "TRR": "MDAnalysis.lib.formats.libmdaxdr",
+               "DCD": "MDAnalysis.lib.formats.libdcd"}
+    for name in sorted({modules[f] for f in formats if f in modules}):
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - rank 0 reports a broken installation
+            pass
 
 
 @dataclass

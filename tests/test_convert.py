@@ -406,3 +406,21 @@ def test_preallocate_reserves_without_garbage(tmp_path, adk):
     assert raw < output.stat().st_size < raw + 200_000
     with h5py.File(output, "r") as f:
         np.testing.assert_array_equal(f["particles/trajectory/position/step"][-2:], [97000, 98000])
+
+
+def test_load_decoders_imports_by_extension_and_never_raises():
+    """Ranks other than 0 import the decoders while rank 0 scans: right modules, no errors."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from h5mdtool.sources import load_decoders\n"
+        "load_decoders(['missing.xtc', 'unknown.ext', 'no_extension'])\n"
+        "assert 'MDAnalysis.lib.formats.libmdaxdr' in sys.modules\n"
+        "load_decoders(['also_missing.dcd'])\n"
+        "assert 'MDAnalysis.lib.formats.libdcd' in sys.modules\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
