@@ -13,6 +13,7 @@ import click
 
 from . import __version__
 from .errors import H5mdToolError
+from .mpi import debug_enabled
 
 
 def _rank():
@@ -28,7 +29,7 @@ class ErrorHandlingGroup(click.Group):
         try:
             return super().invoke(ctx)
         except H5mdToolError as error:
-            if _debug():
+            if debug_enabled():
                 raise
             if not error.collective or _rank() == 0:
                 click.echo(f"error: {error}", err=True)
@@ -39,17 +40,13 @@ class ErrorHandlingGroup(click.Group):
             click.echo("error: interrupted", err=True)
             sys.exit(130)
         except Exception as error:  # noqa: BLE001 - last resort: no traceback for users
-            if _debug():
+            if debug_enabled():
                 raise
             click.echo(
                 f"error: {type(error).__name__}: {error} (run with --debug for the traceback)",
                 err=True,
             )
             sys.exit(1)
-
-
-def _debug():
-    return os.environ.get("H5MDTOOL_DEBUG", "") not in ("", "0")
 
 
 @click.group(cls=ErrorHandlingGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -237,6 +237,7 @@ def describe(error):
 
 
 def debug_enabled():
+    """True when ``--debug`` or ``H5MDTOOL_DEBUG=1`` asks for tracebacks instead of one-line errors."""
     return os.environ.get("H5MDTOOL_DEBUG", "") not in ("", "0")
 
 

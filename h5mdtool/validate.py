@@ -24,7 +24,7 @@ from . import lint
 from .errors import H5mdToolError, InputError, UnreadableError, UsageError
 from .h5access import Access, integers, is_dataset, is_group, isolated, join_path, open_hdf5, reason, text_of
 from .findings import FileReport, ValidationReport
-from .mpi import entry_point, root_call
+from .mpi import debug_enabled, entry_point, root_call
 
 PROFILES = ("h5md", "mdanalysis", "all")
 #: Per-particle vector elements: values ``[n][N][D]`` (time-dependent) or ``[N][D]``.
@@ -118,7 +118,7 @@ class Checker:
             try:
                 phase()
             except Exception as error:  # noqa: BLE001 - a safety net: damaged content must give a finding
-                if os.environ.get("H5MDTOOL_DEBUG", "") not in ("", "0"):
+                if debug_enabled():
                     raise
                 self.add("FILE003", "/", f"the {name} checks stopped on unreadable content: {reason(error)}")
 
