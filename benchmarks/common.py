@@ -48,20 +48,10 @@ def timed(label, command, repeat=1, env=None, outputs=()):
     Before each run the *outputs* are removed and dirty pages flushed (``os.sync``), so no
     run pays for writing back the previous run's output.
     """
-    times, peaks = [], []
-    for _ in range(repeat):
-        for path in outputs:
-            remove(path)
-        os.sync()
-        seconds, peak = run(command, env=env)
-        times.append(seconds)
-        peaks.append(peak)
-    median = statistics.median(times)
-    print(f"  {label:<58s} {median:8.2f} s  (runs: {', '.join(f'{t:.2f}' for t in times)}; peak {max(peaks):.0f} MiB)", flush=True)
-    return {"label": label, "command": " ".join(command), "seconds": median, "runs": times, "peak_mib": max(peaks)}
+    return timed_interleaved([(None, label, command)], repeat, env=env, outputs=outputs)[None]
 
 
-def timed_interleaved(entries, repeat=1, outputs=()):
+def timed_interleaved(entries, repeat=1, env=None, outputs=()):
     """Time several commands in turn, *repeat* rounds: A B A B ... (medians, as :func:`timed`).
 
     A ratio of two commands is measured best this way on a noisy machine: a slow spell
@@ -71,12 +61,14 @@ def timed_interleaved(entries, repeat=1, outputs=()):
     ----------
     entries : list of (key, label, command)
     repeat : int
+    env : dict, optional
+        Environment of the commands.
     outputs : paths removed (and flushed) before every run
 
     Returns
     -------
     dict
-        key -> the record :func:`timed` returns.
+        key -> ``{"label", "command", "seconds" (median), "runs", "peak_mib"}``.
     """
     times = {key: [] for key, _, _ in entries}
     peaks = {key: [] for key, _, _ in entries}
@@ -85,7 +77,7 @@ def timed_interleaved(entries, repeat=1, outputs=()):
             for path in outputs:
                 remove(path)
             os.sync()
-            seconds, peak = run(command)
+            seconds, peak = run(command, env=env)
             times[key].append(seconds)
             peaks[key].append(peak)
     results = {}
