@@ -13,6 +13,7 @@ import click
 
 from . import __version__
 from .errors import H5mdToolError
+from .heap import keep_freed_heap
 from .mpi import debug_enabled
 
 
@@ -78,4 +79,5 @@ _register()
 
 def main(argv=None):
     """Console-script entry point."""
+    keep_freed_heap()
     cli.main(args=argv, prog_name="h5mdtool")
