@@ -6,6 +6,10 @@
 * gzip on 2 ranks vs 1 rank: target >= 1.6x faster;
 * peak memory for 600x vs 100x: target <= 1.2x.
 
+Next to the serial convert, in turn with it, a plain program writes the positions' bytes into
+a new file: what the machine charges for the output alone (see docs/performance.md on
+virtual machines that give freed memory back to the host).
+
 ``--quick`` uses the 100x trajectory only (memory check skipped).
 """
 
@@ -15,7 +19,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import H5MDTOOL, MPIRUN, check, machine, remove, save, timed, timed_interleaved  # noqa: E402
+from common import (  # noqa: E402
+    H5MDTOOL, MPIRUN, check, machine, remove, save, timed, timed_interleaved, write_bytes_command,
+)
 from data import DATA, repeated_xtc, topology  # noqa: E402
 
 MDA_ITERATE = (
@@ -32,6 +38,10 @@ MDA_H5MDWRITER = (
 )
 
 
+ATOMS = 3341
+FRAMES_PER_REPEAT = 98
+
+
 def convert_command(xtc, output, ranks=None, *options):
     command = [H5MDTOOL, "convert", xtc, "-o", output, "--force", "--no-progress", *options]
     return [MPIRUN, "-n", str(ranks)] + command if ranks else command
@@ -45,10 +55,15 @@ def bench(repeats, repeat, gzip_repeat):
     print(f"\n== convert, AdK {repeats}x ({os.path.getsize(xtc) / 1e6:.0f} MB XTC)", flush=True)
     timed("warm-up (page cache, MDAnalysis offsets)", [sys.executable, "-c", MDA_ITERATE, top, xtc])
     result = {"repeats": repeats, "xtc_bytes": os.path.getsize(xtc)}
+    position_bytes = ATOMS * 3 * 4 * FRAMES_PER_REPEAT * repeats
     result.update(timed_interleaved([
         ("mda_iterate", "MDAnalysis iterating the XTC", [sys.executable, "-c", MDA_ITERATE, top, xtc]),
+        ("write_only", f"writing {position_bytes / 1e9:.2f} GB into a new file, nothing else",
+         write_bytes_command(out, position_bytes)),
         ("h5mdtool_serial", "h5mdtool convert, serial, uncompressed", convert_command(xtc, out)),
     ], repeat, outputs=[out]))
+    print(f"  .. the machine's cost of writing the positions alone is "
+          f"{result['write_only']['seconds'] / result['h5mdtool_serial']['seconds']:.0%} of h5mdtool's time", flush=True)
     result["mda_h5mdwriter"] = timed("MDAnalysis H5MDWriter, chunks (1, N, 3)", [sys.executable, "-c", MDA_H5MDWRITER, top, xtc, peer_out], outputs=[peer_out])
     result.update(timed_interleaved([
         ("gzip_1_rank", "h5mdtool convert --compression gzip, 1 rank", convert_command(xtc, out, 1, "--compression", "gzip")),

@@ -24,6 +24,24 @@ _MEASURE = (
 )
 
 
+_WRITE_BYTES = (
+    "import sys\n"
+    "size, block = int(sys.argv[2]), memoryview(bytes(4 << 20))\n"
+    "with open(sys.argv[1], 'wb') as handle:\n"
+    "    for offset in range(0, size, len(block)):\n"
+    "        handle.write(block[: size - offset])\n"
+)
+
+
+def write_bytes_command(path, size):
+    """A command writing *size* zero bytes into a new file at *path*, 4 MiB per ``write``.
+
+    Timed next to a converter, it shows what the machine charges for putting that many
+    bytes into the page cache of a new file, whoever writes them.
+    """
+    return [sys.executable, "-c", _WRITE_BYTES, path, str(size)]
+
+
 def run(command, env=None):
     """Run *command* once; return (seconds, peak RSS of its largest process in MiB).
 
@@ -107,7 +125,28 @@ def save(name, document):
 
 
 def machine():
-    return {"cpus": os.cpu_count(), "python": sys.version.split()[0], "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+    return {"cpus": os.cpu_count(), "python": sys.version.split()[0], "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "free_page_reporting": free_page_reporting()}
+
+
+def free_page_reporting(directory="/sys/module/page_reporting/parameters"):
+    """Settings of a VM's free page reporting (freed memory given back to the host), or None.
+
+    Where it is on, a page the kernel hands out again (to the page cache of a new file, say)
+    may first have to be faulted in by the host, which makes writing large files slower.
+    """
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return None
+    settings = {}
+    for name in names:
+        try:
+            with open(os.path.join(directory, name)) as handle:
+                settings[name] = handle.read().strip()
+        except OSError:
+            continue
+    return settings
 
 
 def remove(path):
