@@ -277,7 +277,11 @@ def write_h5md_file(path, plan, layout, *, comm, bar, block_bytes=DEFAULT_BLOCK_
     file is closed and removed, and the error re-raised (or the job aborted when only this
     rank failed).
     """
-    h5file = open_h5(path, "w", comm, hints=layout.mpi_hints(), libver=h5md.LIBVER, **layout.file_options())
+    # Every write covers whole chunks (blocks are chunk-aligned), so HDF5's chunk cache would
+    # only copy each chunk once more before writing it: without it, chunks go straight from
+    # the block to the file (0.3 s less CPU for the 600x trajectory, serial).
+    h5file = open_h5(path, "w", comm, hints=layout.mpi_hints(), libver=h5md.LIBVER, rdcc_nbytes=0,
+                     **layout.file_options())
     try:
         h5md.write_h5md_metadata(h5file, plan.provenance["h5mdtool_version"], author)
         h5md.write_provenance(h5file, plan.provenance)
