@@ -26,20 +26,22 @@ _MEASURE = (
 
 _WRITE_BYTES = (
     "import sys\n"
-    "size, block = int(sys.argv[2]), memoryview(bytes(4 << 20))\n"
-    "with open(sys.argv[1], 'wb') as handle:\n"
-    "    for offset in range(0, size, len(block)):\n"
+    "size, piece = int(sys.argv[2]), int(sys.argv[3])\n"
+    "block = memoryview(bytes(piece))\n"
+    "with open(sys.argv[1], 'wb', buffering=0) as handle:\n"
+    "    for offset in range(0, size, piece):\n"
     "        handle.write(block[: size - offset])\n"
 )
 
 
-def write_bytes_command(path, size):
-    """A command writing *size* zero bytes into a new file at *path*, 4 MiB per ``write``.
+def write_bytes_command(path, size, piece=4 << 20):
+    """A command writing *size* zero bytes into a new file at *path*, *piece* bytes per ``write``.
 
     Timed next to a converter, it shows what the machine charges for putting that many
-    bytes into the page cache of a new file, whoever writes them.
+    bytes into the page cache of a new file, whoever writes them. The size of each write
+    matters on some machines (see docs/performance.md), so pass the size the converter uses.
     """
-    return [sys.executable, "-c", _WRITE_BYTES, path, str(size)]
+    return [sys.executable, "-c", _WRITE_BYTES, path, str(size), str(piece)]
 
 
 def run(command, env=None):
