@@ -90,6 +90,9 @@ def main():
     parser.add_argument("--gzip-repeat", type=int, default=2, help="runs of each gzip command, 1 and 2 ranks in turn")
     args = parser.parse_args()
     document = {"machine": machine(), "runs": []}
+    if document["machine"]["free_page_reporting"]:
+        print("note: this machine gives freed memory back to its host (free page reporting), so the "
+              "time of large writes varies between runs; see docs/performance.md", flush=True)
     sizes = [100] if args.quick else [100, 600]
     for repeats in sizes:
         document["runs"].append(bench(repeats, args.repeat, args.gzip_repeat))

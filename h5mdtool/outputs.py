@@ -117,10 +117,11 @@ def lfs_setstripe(path, stripe_count=None, stripe_size=None):
 def preallocate(path, nbytes):
     """Reserve the first *nbytes* of *path* on disk with Linux ``fallocate(2)`` (mode 0).
 
-    Writing into allocated blocks skips the file system's per-write block allocation and
-    file-size updates: on the ext4 file system measured here, writing 2.4 GB took 5.6 s of
-    kernel time without it and 0.5 s with it. Callers must pass a size the finished file
-    will reach anyway (so nothing is left beyond the data). Where the call is not available
+    A full disk then fails before any frame is decoded, and the writes fill blocks that are
+    already allocated (on the ext4 file system measured here, 2.36 GB took 0.46-0.47 s of
+    kernel time instead of 0.51-0.52 s; see docs/performance.md for why other runs varied
+    far more). Callers must pass a size the finished file will reach anyway (so nothing is
+    left beyond the data). Where the call is not available
     (not Linux, a file system without fallocate) nothing happens: no zeros are written.
 
     Returns
