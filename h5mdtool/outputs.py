@@ -121,8 +121,8 @@ def preallocate(path, nbytes):
     already allocated (on the ext4 file system measured here, 2.36 GB took 0.46-0.47 s of
     kernel time instead of 0.51-0.52 s; see docs/performance.md for why other runs varied
     far more). Callers must pass a size the finished file will reach anyway (so nothing is
-    left beyond the data). Where the call is not available
-    (not Linux, a file system without fallocate) nothing happens: no zeros are written.
+    left beyond the data). Where the call is not available (not Linux, a file system
+    without fallocate) nothing happens: no zeros are written.
 
     Returns
     -------
