@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (  # noqa: E402
     H5MDTOOL, MPIRUN, check, machine, remove, save, timed, timed_interleaved, write_bytes_command,
 )
-from data import DATA, repeated_xtc, topology  # noqa: E402
+from data import ADK_ATOMS, ADK_FRAMES, DATA, repeated_xtc, topology  # noqa: E402
 
 MDA_ITERATE = (
     "import sys, warnings; warnings.simplefilter('ignore'); import MDAnalysis as mda\n"
@@ -39,10 +39,6 @@ MDA_H5MDWRITER = (
 )
 
 
-ATOMS = 3341
-FRAMES_PER_REPEAT = 98
-
-
 def convert_command(xtc, output, ranks=None, *options):
     command = [H5MDTOOL, "convert", xtc, "-o", output, "--force", "--no-progress", *options]
     return [MPIRUN, "-n", str(ranks)] + command if ranks else command
@@ -56,8 +52,8 @@ def bench(repeats, repeat, gzip_repeat):
     print(f"\n== convert, AdK {repeats}x ({os.path.getsize(xtc) / 1e6:.0f} MB XTC)", flush=True)
     timed("warm-up (page cache, MDAnalysis offsets)", [sys.executable, "-c", MDA_ITERATE, top, xtc])
     result = {"repeats": repeats, "xtc_bytes": os.path.getsize(xtc)}
-    frame_bytes = ATOMS * 3 * 4
-    position_bytes = frame_bytes * FRAMES_PER_REPEAT * repeats
+    frame_bytes = ADK_ATOMS * 3 * 4
+    position_bytes = frame_bytes * ADK_FRAMES * repeats
     result.update(timed_interleaved([
         ("mda_iterate", "MDAnalysis iterating the XTC", [sys.executable, "-c", MDA_ITERATE, top, xtc]),
         # one chunk of (1, N, 3) per write, as HDF5 writes them

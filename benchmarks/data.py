@@ -15,6 +15,9 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "data")
+#: shape of the AdK DCD that every benchmark trajectory repeats
+ADK_ATOMS = 3341
+ADK_FRAMES = 98
 
 
 def topology():
