@@ -30,6 +30,7 @@ from .mpi import (
 from .outputs import check_output_file, lfs_setstripe, preallocate, publish, remove_quietly, temporary_name
 from .progress import progress_bar
 from .provenance import base_record
+from .testhooks import delay
 from .sources import load_decoders, scan, select_frames
 
 #: Default memory for one block of frames, in bytes; each rank holds two blocks (one being
@@ -238,6 +239,7 @@ def _write_frames(h5file, plan, layout, comm, bar, block_bytes):
                 pending = prefetch.submit(load, number + 1, blocks[(number + 1) % 2])
             for name, dataset in datasets.items():
                 writer.write(dataset, first, block.view(name))
+            delay("convert-round", comm.rank)
             bar.update(_frames_in_round(slices, capacity, number))
     _check_rank_boundaries(comm, (first_step, last_step), slices)
 

@@ -1,0 +1,41 @@
+"""Test-only hooks: delays injected through one environment variable.
+
+``H5MDTOOL_TEST_DELAY="site:rank:seconds[,site:rank:seconds...]"`` makes :func:`delay` sleep
+*seconds* each time the named *site* is reached on the named *rank* (``*`` for every rank).
+The test suite uses it to make one rank a real straggler (``bench rmsd``) or to keep a
+command running long enough to be interrupted (``convert``, ``split``). Unset, a call costs
+one dictionary lookup.
+
+Sites: ``convert-round`` (each round of collective writes), ``split-part`` (each part
+written), ``rmsd-block`` (each block of frames read and superposed).
+"""
+
+import os
+import time
+
+VARIABLE = "H5MDTOOL_TEST_DELAY"
+
+
+def _parse(text):
+    """``"a:0:1.5,b:*:2"`` -> ``{("a", "0"): 1.5, ("b", "*"): 2.0}``; malformed entries are ignored."""
+    delays = {}
+    for entry in text.split(","):
+        site, _, rest = entry.strip().partition(":")
+        rank, _, seconds = rest.partition(":")
+        try:
+            delays[(site, rank.strip() or "*")] = float(seconds)
+        except ValueError:
+            continue
+    return delays
+
+
+def delay(site, rank=0):
+    """Sleep as ``H5MDTOOL_TEST_DELAY`` asks for *site* on *rank*; return the seconds slept."""
+    text = os.environ.get(VARIABLE)
+    if not text:
+        return 0.0
+    delays = _parse(text)
+    seconds = delays.get((site, str(rank)), delays.get((site, "*"), 0.0))
+    if seconds > 0:
+        time.sleep(seconds)
+    return seconds

@@ -1,0 +1,25 @@
+"""The test-only delay hook: parsing and which rank sleeps."""
+
+import time
+
+from h5mdtool.testhooks import VARIABLE, _parse, delay
+
+
+def test_parse_reads_sites_ranks_and_seconds_and_skips_malformed_entries():
+    assert _parse("a:0:1.5, b:*:2,broken,c:1:x") == {("a", "0"): 1.5, ("b", "*"): 2.0}
+
+
+def test_delay_sleeps_only_on_the_named_rank(monkeypatch):
+    monkeypatch.setenv(VARIABLE, "site:1:0.2")
+    assert delay("site", 0) == 0.0
+    started = time.perf_counter()
+    assert delay("site", 1) == 0.2
+    assert time.perf_counter() - started >= 0.2
+    assert delay("other", 1) == 0.0
+
+
+def test_delay_for_every_rank_and_unset(monkeypatch):
+    monkeypatch.setenv(VARIABLE, "site:*:0.01")
+    assert delay("site", 5) == 0.01
+    monkeypatch.delenv(VARIABLE)
+    assert delay("site", 5) == 0.0
