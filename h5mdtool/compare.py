@@ -1,7 +1,7 @@
 """Frame-by-frame comparison of an H5MD file (or split parts) with the trajectory it came from.
 
 Used by ``validate --against``. Both sides are read block by block through
-:class:`~h5mdtool.sources.TrajectoryReader`, in h5mdtool's units (nm, ps), so an H5MD file
+:class:`~h5mdtool.formats.TrajectoryReader`, in h5mdtool's units (nm, ps), so an H5MD file
 is compared as stored when its units are h5mdtool's and converted otherwise. Frames are
 divided among the ranks in balanced contiguous blocks; each rank reads only its frames and
 the differing frames are gathered on every rank.
@@ -25,7 +25,7 @@ import numpy as np
 
 from .errors import H5mdToolError, InputError
 from .mpi import agree, balanced_slices, capture_errors, entry_point, root_call
-from .sources import TrajectoryIndex, TrajectoryReader, scan
+from .formats import TrajectoryIndex, TrajectoryReader, scan
 
 FIELDS = ("positions", "velocities", "forces")
 UNITS = {"positions": "nm", "velocities": "nm/ps", "forces": "kJ/(mol nm)", "edges": "nm"}
@@ -42,15 +42,16 @@ def _precision_nm(segment):
     """Recorded ``precision`` of an H5MD segment's positions, in nm, or None."""
     import h5py
 
+    element = segment.details["elements"]["positions"]
     try:
         with h5py.File(segment.path, "r") as handle:
-            precision = handle[segment.h5md["group"]]["position/value"].attrs.get("precision")
+            precision = handle[element["path"]].attrs.get("precision")
     except Exception:  # noqa: BLE001 - no usable attribute: compare exactly
         return None
     if precision is None:
         return None
     try:
-        value = float(precision) * float(segment.h5md["factors"]["positions"])
+        value = float(precision) * float(element["factor"])
     except (TypeError, ValueError):
         return None
     return value if value > 0 else None
@@ -66,7 +67,8 @@ def _scan_copy(paths):
 def _converted(index):
     """True when reading *index* converts units (DCD Angstrom, H5MD in other units than h5mdtool's)."""
     return any(
-        s.format == "DCD" or (s.format == "H5MD" and any(float(f) != 1.0 for f in s.h5md["factors"].values()))
+        s.format == "DCD" or (s.format == "H5MD" and any(
+            float(e["factor"]) != 1.0 for e in s.details["elements"].values()))
         for s in index.segments
     )
 
@@ -100,8 +102,8 @@ def _beyond(mine, theirs, absolute, relative, per_frame=None):
     return bad
 
 
-def compare_block(mine, theirs, first_frame, tolerances, fields, box, found):
-    """Compare two filled FrameBlocks row by row; record differing frames in *found*."""
+def compare_block(mine, theirs, frames, tolerances, fields, box, found):
+    """Compare two filled FrameBlocks row by row; record differing *frames* (one per row) in *found*."""
     n = theirs.n
     reasons = {}
 
@@ -137,7 +139,7 @@ def compare_block(mine, theirs, first_frame, tolerances, fields, box, found):
         rows = np.flatnonzero(bad.reshape(n, -1).any(axis=1))
         note(rows, "box", lambda r: f"box differs by {np.abs(a[r].astype(np.float64) - b[r]).max():.3g} nm")
     for row in sorted(reasons):
-        found.add(first_frame + row, reasons[row])
+        found.add(int(frames[row]), reasons[row])
 
 
 @entry_point
@@ -149,7 +151,7 @@ def compare_with_source(paths, sources, *, comm=None, tolerance=None, limit=10, 
     paths : sequence of str
         The H5MD file, or the parts of a split trajectory in order (any format h5mdtool reads).
     sources : sequence of str or TrajectoryIndex
-        The source trajectory's segments, or their index from :func:`h5mdtool.sources.scan`.
+        The source trajectory's segments, or their index from :func:`h5mdtool.formats.scan`.
     tolerance : float, optional
         Absolute tolerance replacing the defaults for positions and box (nm), velocities
         (nm/ps) and forces (kJ/(mol nm)). Step is always exact.
@@ -187,10 +189,7 @@ def compare_with_source(paths, sources, *, comm=None, tolerance=None, limit=10, 
     }
     if copy_index.n_atoms != source_index.n_atoms:
         return result
-    fields = ["positions"] + [
-        f for f in ("velocities", "forces")
-        if getattr(copy_index, f"has_{f}") and getattr(source_index, f"has_{f}")
-    ]
+    fields = ["positions"] + [f for f in ("velocities", "forces") if copy_index.has(f) and source_index.has(f)]
     box = bool(copy_index.periodic and source_index.periodic)
     if copy_index.periodic != source_index.periodic:
         result["box_mismatch"] = (
@@ -237,11 +236,22 @@ def compare_with_source(paths, sources, *, comm=None, tolerance=None, limit=10, 
 
 
 def _compare_range(copy_index, source_index, fields, box, tolerances, start, stop, capacity, found, bar, n_ranks):
-    with TrajectoryReader(copy_index, None, fields) as copy, TrajectoryReader(source_index, None, fields) as source, bar:
-        mine, theirs = copy.new_block(capacity), source.new_block(capacity)
-        for first in range(start, stop, capacity):
-            frames = np.arange(first, min(stop, first + capacity))
-            copy.read(frames, mine)
-            source.read(frames, theirs)
-            compare_block(mine, theirs, first, tolerances, fields, box, found)
-            bar.update(len(frames) * n_ranks)
+    """Compare frames ``[start, stop)``, element group by element group (fields sampled alike)."""
+    frames = np.arange(start, stop, dtype=np.int64)
+    wanted = list(fields) + (["box"] if box else [])
+    for name in fields:
+        held = copy_index.fields[name][frames], source_index.fields[name][frames]
+        for frame in frames[held[0] != held[1]]:
+            where = "the file" if held[1][frame - start] else "the source"
+            found.add(frame, {name: f"{name} present in {where} only"})
+    with TrajectoryReader(copy_index) as copy, TrajectoryReader(source_index) as source, bar:
+        for group_fields, group_frames in source_index.element_groups(frames, wanted):
+            atom_fields = [name for name in group_fields if name != "box"]
+            group_frames = group_frames[copy_index.fields[atom_fields[0]][group_frames]]
+            mine, theirs = copy.new_block(capacity, group_fields), source.new_block(capacity, group_fields)
+            for first in range(0, len(group_frames), capacity):
+                block_frames = group_frames[first:first + capacity]
+                copy.read(block_frames, mine, group_fields)
+                source.read(block_frames, theirs, group_fields)
+                compare_block(mine, theirs, block_frames, tolerances, atom_fields, "box" in group_fields, found)
+        bar.update(len(frames) * n_ranks)

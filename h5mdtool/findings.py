@@ -58,7 +58,7 @@ RULES = {
     "H5MD033": Rule(ERROR, "h5md", "per-particle elements of one particle group hold different numbers of particles", "rewrite the elements"),
     "H5MD101": Rule(WARNING, "h5md", "a dimensionful dataset (`position`, `velocity`, `force`, `edges` values, `time`) has no `unit` attribute", "add `unit` (units module)"),
     "H5MD102": Rule(WARNING, "h5md", "no units module `/h5md/modules/units`: unit attributes are not declared", "add the group with `version = [1, 0]` and `system = \"SI\"`"),
-    "H5MD103": Rule(NOTE, "h5md", "a string attribute of another kind than the specification's: H5MD 1.1 asks scalar fixed-length strings for `name`, `email`, `version` (creator), fixed-length strings for `boundary`, the units module variable-length strings for `unit` and `system`; no known reader depends on it", "rewrite the attribute with the other string kind"),
+    "H5MD103": Rule(NOTE, "h5md", "a string attribute of another kind than the specification's: H5MD 1.1 asks scalar fixed-length strings for `name`, `email`, `version` (creator) and the units module's `system`, fixed-length strings for `boundary`; `unit` is checked as variable-length, the kind MDAnalysis 2.11 reads (it refuses fixed-length units); no known reader depends on the others", "rewrite the attribute with the other string kind"),
     "H5MD104": Rule(WARNING, "h5md", "a `unit` attribute that is not a string, or not a unit string of the units module (`nm`, `ps`, `nm ps-1`, `kJ mol-1 nm-1`; `Angstrom` is spelt `Ang` there)", "use the units module's symbols"),
     "H5MD105": Rule(WARNING, "h5md", "the author's `email` does not look like `name@domain.tld`", "fix or drop it"),
     # MDAnalysis

@@ -12,14 +12,9 @@ and ``describe()`` (format and layout for the report), and
 
 Sources:
 
-- :class:`H5MDFrames`: ``/particles/<group>/position/value`` read with ``read_direct`` into a
-  reused buffer, only the span of atoms from the first to the last selected one (whole
-  frames for a protein at the start of a solvated system would be mostly water), then the
-  selected atoms picked in memory. h5py's point selection on the atom axis is about 4x
-  slower than reading the span, and a fresh array per block about 2x slower than the reused
-  buffer (measured on the AdK H5MD, ``docs/benchmark.md``). MPI-IO on several ranks.
-- :class:`TrajectoryFrames`: XTC/TRR/DCD through :class:`h5mdtool.sources.TrajectoryReader`
-  with the offsets rank 0 scanned (nothing is written beside the input).
+- :class:`TrajectoryFrames`: any format through :class:`h5mdtool.formats.TrajectoryReader`,
+  with the metadata rank 0 scanned (nothing is written beside the input). An H5MD file is
+  read with MPI-IO on several ranks, a span of atoms at a time (:mod:`h5mdtool.formats.h5md`).
 - :class:`ManifestFrames`: a split trajectory; a part is opened only when one of its frames
   is read, so each rank opens only the parts holding its frames.
 - :class:`MDAnalysisFrames`: MDAnalysis Universes read frame by frame (the papers' way).
@@ -32,140 +27,60 @@ import numpy as np
 
 from .errors import InputError, mark_collective
 from .manifest import is_manifest, read_manifest
-from .mpi import SerialComm, open_h5, root_call
-from .sources import (TrajectoryIndex, TrajectoryReader, _h5md_factor, _h5md_particles, detect_format, load_decoders,
-                      scan, scan_segment)
-
-
-#: Common H5MD units, converted without importing MDAnalysis (which costs a non-root rank
-#: 0.3 s at start-up when it has no other use for it); others go through MDAnalysis's tables.
-ANGSTROM_PER = {"nm": 10.0, "Angstrom": 1.0, "angstrom": 1.0, "pm": 0.01, "fm": 1e-5}
-PS_PER = {"ps": 1.0, "fs": 1e-3, "ns": 1e3}
-
-
-def _factor(path, dataset, kind):
-    """Angstrom (length) or ps (time) per unit of *dataset*; 1 without a unit attribute."""
-    unit = dataset.attrs.get("unit")
-    if unit is None:
-        return 1.0
-    unit = unit.decode() if isinstance(unit, bytes) else str(unit)
-    table = ANGSTROM_PER if kind == "length" else PS_PER
-    if unit in table:
-        return table[unit]
-    return _h5md_factor(path, dataset, kind, "Angstrom" if kind == "length" else "ps")
-
-
-class H5MDFrames:
-    """Selected atoms' positions and times from an H5MD file (MPI-IO on several ranks).
-
-    Raises
-    ------
-    InputError
-        If the file has no positions or units h5mdtool cannot convert (collective: every
-        rank sees the same metadata).
-    """
-
-    def __init__(self, path, atom_indices, comm, block_frames=1024):
-        self.path = path
-        self.handle = open_h5(path, "r", comm)
-        try:
-            self._inspect(atom_indices, block_frames)
-        except InputError as error:
-            self.handle.close()
-            raise mark_collective(error)
-        self.opened = [path]
-
-    def _inspect(self, atom_indices, block_frames):
-        self.group_name = _h5md_particles(self.path, self.handle)
-        position = self.handle["particles"][self.group_name]["position"]
-        self.value = position["value"]
-        if self.value.ndim != 3 or self.value.shape[2] != 3:
-            raise InputError(f"{self.path}: {self.value.name} has shape {self.value.shape}, not (frames, atoms, 3)")
-        self.n_frames, self.n_atoms = int(self.value.shape[0]), int(self.value.shape[1])
-        self.scale = _factor(self.path, self.value, "length")
-        self.time = position.get("time")
-        self.time_scale = 1.0 if self.time is None else _factor(self.path, self.time, "time")
-        self.chunk_frames = self.value.chunks[0] if self.value.chunks else 1
-        indices = np.asarray(atom_indices, np.int64)
-        # read the span of atoms from the first to the last selected one, pick in memory
-        self.first, self.last = int(indices.min()), int(indices.max()) + 1
-        self.pick = indices - self.first
-        if np.array_equal(self.pick, np.arange(self.last - self.first)):
-            self.pick = None  # the selection is the whole span: no copy
-        self.buffer = np.empty((0, self.last - self.first, 3), self.value.dtype)
-        self.block_frames = block_frames
-        value = self.value
-        self._description = {
-            "format": "H5MD",
-            "layout": "chunked" if value.chunks else "contiguous",
-            "chunks": list(value.chunks) if value.chunks else None,
-            "compression": value.compression,
-            "compression_opts": value.compression_opts,
-            "dtype": str(value.dtype),
-            "particles_group": self.group_name,
-            "mpi_io": self.handle.driver == "mpio",
-        }
-
-    def describe(self):
-        return dict(self._description)
-
-    def _times(self, start, stop):
-        if self.time is None:  # MDAnalysis's default: dt = 1 ps
-            return np.arange(start, stop, dtype=np.float64)
-        if self.time.shape == ():  # H5MD 1.1 fixed interval: increment, attribute offset
-            offset = float(self.time.attrs.get("offset", 0.0))
-            return (offset + float(self.time[()]) * np.arange(start, stop)) * self.time_scale
-        return np.asarray(self.time[start:stop], np.float64) * self.time_scale
-
-    def read(self, start, stop):
-        count = stop - start
-        if len(self.buffer) < count:
-            self.buffer = np.empty((max(count, self.block_frames), self.last - self.first, 3), self.value.dtype)
-        if count:
-            self.value.read_direct(self.buffer, np.s_[start:stop, self.first:self.last], np.s_[0:count])
-        positions = self.buffer[:count]
-        if self.pick is not None:
-            positions = np.take(positions, self.pick, axis=1)
-        return positions, self._times(start, stop)
-
-    def close(self):
-        self.handle.close()
+from .formats import TrajectoryIndex, TrajectoryReader, detect_format, load_decoders, scan, scan_segment
+from .mpi import SerialComm, root_call
 
 
 class TrajectoryFrames:
-    """Selected atoms' positions (nm) and times (ps) of an XTC/TRR/DCD trajectory."""
+    """Selected atoms' positions (nm) and times (ps) of a scanned trajectory, any format.
+
+    Frames are those holding positions. An H5MD file is opened with MPI-IO by every rank of
+    *comm* at once (collective) when *comm* has several ranks.
+    """
 
     scale = 10.0
-    chunk_frames = 1
 
-    def __init__(self, index, atom_indices, block_frames):
+    def __init__(self, index, atom_indices, block_frames, comm=None):
         self.index = index
-        self.n_frames, self.n_atoms = index.n_frames, index.n_atoms
-        self.reader = TrajectoryReader(index, atom_indices, ("positions",))
+        self.frames = np.flatnonzero(index.fields["positions"])
+        self.n_frames, self.n_atoms = len(self.frames), index.n_atoms
+        self.reader = TrajectoryReader(index, atom_indices, ("positions",), comm=comm)
         self.block = self.reader.new_block(block_frames)
         self.opened = [segment.path for segment in index.segments]
+        first = index.segments[0]
+        self.element = first.details.get("elements", {}).get("positions") if first.format == "H5MD" else None
+        chunks = self.element and self.element["chunks"]
+        self.chunk_frames = int(chunks[0]) if chunks else 1
+        self.mpi_io = comm is not None and comm.size > 1 and first.format == "H5MD"
 
     def describe(self):
-        return {"format": ",".join(self.index.formats), "layout": "single shared file",
-                "offsets": "scanned by rank 0 and broadcast"}
+        if self.element is None:
+            return {"format": ",".join(self.index.formats), "layout": "single shared file",
+                    "offsets": "scanned by rank 0 and broadcast"}
+        chunks = self.element["chunks"]
+        return {
+            "format": "H5MD", "layout": "chunked" if chunks else "contiguous",
+            "chunks": list(chunks) if chunks else None, "compression": self.element["compression"],
+            "compression_opts": self.element["compression_opts"], "dtype": str(np.dtype(self.element["dtype"])),
+            "particles_group": self.index.segments[0].details["group"].split("/", 1)[1], "mpi_io": self.mpi_io,
+        }
 
     def read(self, start, stop):
         if stop - start > self.block.capacity:
             self.block = self.reader.new_block(stop - start)
-        self.reader.read(np.arange(start, stop), self.block)
+        self.reader.read(self.frames[start:stop], self.block)
         n = self.block.n
-        return self.block.positions[:n], self.block.time[:n].copy()
+        times = self.block.time[:n].copy()
+        if self.index.time is None:  # MDAnalysis's default: dt = 1 ps
+            times = np.arange(start, stop, dtype=np.float64)
+        return self.block.positions[:n], times
 
     def close(self):
         self.reader.close()
 
 
 def _part_source(part, n_atoms, atom_indices, block_frames):
-    if detect_format(part.path) == "H5MD":
-        source = H5MDFrames(part.path, atom_indices, SerialComm(), block_frames)
-    else:
-        index = TrajectoryIndex([scan_segment(part.path)], n_atoms, False, False, False)
-        source = TrajectoryFrames(index, atom_indices, block_frames)
+    source = TrajectoryFrames(TrajectoryIndex([scan_segment(part.path)]), atom_indices, block_frames)
     if source.n_frames != part.n_frames or source.n_atoms != n_atoms:
         source.close()
         raise InputError(
@@ -240,14 +155,11 @@ def checked_manifest(path):
 
 
 def _inspect(path):
-    """Format and atom count of a trajectory file, checked on rank 0 (H5MD opened serially)."""
+    """Format and index of a trajectory file, scanned on rank 0."""
     if not os.path.isfile(path):
         raise InputError(f"{path}: no such file")
-    fmt = detect_format(path)
-    if fmt == "H5MD":
-        return fmt, scan_segment(path).n_atoms, None
     index = scan([path])
-    return fmt, index.n_atoms, index
+    return index.formats[0], index.n_atoms, index
 
 
 def open_frames(path, atom_indices, block_frames, comm):
@@ -262,10 +174,8 @@ def open_frames(path, atom_indices, block_frames, comm):
         return ManifestFrames(root_call(comm, checked_manifest, path), atom_indices, block_frames)
     if comm.rank != 0:
         load_decoders([path])
-    fmt, _, index = root_call(comm, _inspect, path)
-    if fmt == "H5MD":
-        return H5MDFrames(path, atom_indices, comm, block_frames)
-    return TrajectoryFrames(index, atom_indices, block_frames)
+    _, _, index = root_call(comm, _inspect, path)
+    return TrajectoryFrames(index, atom_indices, block_frames, comm)
 
 
 class MDAnalysisFrames:
@@ -291,7 +201,7 @@ class MDAnalysisFrames:
             universe = self._universe(path, index, comm)
             self.universes[path] = universe
             self.n_frames, self.n_atoms = universe.trajectory.n_frames, universe.atoms.n_atoms
-            if index is None:
+            if index.formats[0] == "H5MD":
                 self._describe = {"format": "H5MD", "mpi_io": comm.size > 1}
             else:
                 self._describe = {"format": index.formats[0], "layout": "single shared file",
@@ -312,8 +222,8 @@ class MDAnalysisFrames:
 
         kwargs = {}
         if index is not None and index.segments[0].format in ("XTC", "TRR"):
-            kwargs["format"] = _reader_with_offsets(index.segments[0].format, index.segments[0].offsets)
-        elif index is None and comm.size > 1:
+            kwargs["format"] = _reader_with_offsets(index.segments[0].format, index.segments[0].offsets[:-1])
+        elif (index is None or index.formats[0] == "H5MD") and comm.size > 1:
             kwargs.update(driver="mpio", comm=comm)
         try:
             with warnings.catch_warnings():
@@ -331,7 +241,7 @@ class MDAnalysisFrames:
         if part.path not in self.universes:
             index = None
             if detect_format(part.path) != "H5MD":
-                index = TrajectoryIndex([scan_segment(part.path)], self.n_atoms, False, False, False)
+                index = TrajectoryIndex([scan_segment(part.path)])
             self.universes[part.path] = self._universe(part.path, index, SerialComm())
         return self.universes[part.path], frame - part.start
 

@@ -111,8 +111,10 @@ def storage_of(dataset):
         recorded = dataset.attrs.get("precision")
         unit = dataset.attrs.get("unit", "nm")
         unit = unit.decode() if isinstance(unit, bytes) else str(unit)
-        if recorded is not None and unit == "nm" and float(recorded) > 0:
-            precision = float(recorded)
+        if recorded is not None and float(recorded) > 0:
+            from .formats.h5md import unit_factor
+
+            precision = float(recorded) * unit_factor(unit, "length", dataset.name)
     except Exception:  # noqa: BLE001 - a strange attribute only loses the hint
         precision = None
     return {

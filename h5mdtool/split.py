@@ -32,7 +32,7 @@ from .mpi import (
 from .outputs import check_output_directory, preallocate, publish, remove_quietly, temporary_name
 from .progress import progress_bar
 from .provenance import base_record
-from .sources import detect_format, scan
+from .formats import detect_format, scan
 
 FORMATS = ("same", "h5md")
 EXTENSIONS = {"XTC": ".xtc", "TRR": ".trr", "DCD": ".dcd", "H5MD": ".h5md"}
@@ -83,7 +83,7 @@ def _plan(comm, inputs, outdir, nparts, *, part_format, on_overlap, force, layou
         if fmt == "DCD":
             for segment in index.segments:
                 _dcd_header_fields(segment.path)  # refuses variants that cannot be copied
-            if len({segment.dcd_header["nsavc"] for segment in index.segments}) > 1:
+            if len({segment.details["nsavc"] for segment in index.segments}) > 1:
                 raise UsageError("DCD segments with different frame intervals (NSAVC) cannot be split as DCD")
     else:
         fmt = "H5MD"
@@ -136,8 +136,7 @@ def _copy_range(source, target, begin, end):
 
 
 def _xdr_byte_range(segment, first, last):
-    end = int(segment.offsets[last + 1]) if last + 1 < len(segment.offsets) else segment.size
-    return int(segment.offsets[first]), end
+    return int(segment.offsets[first]), int(segment.offsets[last + 1])
 
 
 def _dcd_header_fields(path):
@@ -173,7 +172,7 @@ def _write_dcd_part(path, runs):
     first_segment = runs[0][0]
     order, header_size, _ = _dcd_header_fields(first_segment.path)
     n_frames = sum(last - first + 1 for _, first, last in runs)
-    header = first_segment.dcd_header
+    header = first_segment.details
     istart = header["istart"] + runs[0][1] * header["nsavc"]
     with open(first_segment.path, "rb") as source:
         head = bytearray(source.read(header_size))
@@ -203,17 +202,15 @@ def _write_xdr_part(path, runs):
 
 
 def _write_h5md_part(path, plan, start, stop):
-    fields = ["positions"]
-    if plan.index.has_velocities:
-        fields.append("velocities")
-    if plan.index.has_forces:
-        fields.append("forces")
+    fields = [name for name in ("positions", "velocities", "forces", "box") if plan.index.has(name)]
+    frames = np.arange(start, stop, dtype=np.int64)
+    groups = plan.index.element_groups(frames, fields)
     record = dict(plan.record, part={"start": start, "stop": stop}, layout=plan.layout.describe(), fields=fields)
     part_plan = ConvertPlan(
         index=plan.index, layout=plan.layout, frames=range(start, stop), atom_indices=None,
-        fields=tuple(fields), temporary=path, output=path, provenance=record,
+        groups=groups, temporary=path, output=path, provenance=record,
     )
-    write_h5md_file(path, part_plan, plan.layout, comm=SerialComm(), bar=_Silent())
+    write_h5md_file(path, part_plan, comm=SerialComm(), bar=_Silent())
 
 
 class _Silent:

@@ -227,7 +227,7 @@ class Checker:
         if units is None:
             self.add("H5MD102", "/h5md/modules/units", "no units module: the unit attributes are not declared")
         else:
-            self.check_string(units, "system", "/h5md/modules/units", "H5MD102", variable=True)
+            self.check_string(units, "system", "/h5md/modules/units", "H5MD102", variable=False)
 
     # -- time-dependent elements ---------------------------------------------------------
     def element(self, obj, path):
@@ -856,7 +856,7 @@ def validate_manifest(path, profile="all", label=None):
         If the manifest is missing, a directory without manifest.json, or not JSON.
     """
     from .manifest import read_manifest
-    from .sources import scan_segment
+    from .formats import scan_segment
 
     if os.path.isdir(path):
         path = os.path.join(path, "manifest.json")
@@ -885,19 +885,8 @@ def validate_manifest(path, profile="all", label=None):
         size = os.path.getsize(part.path)
         if size != part.bytes:
             report.add("MAN003", name, f"{size} bytes on disk, {part.bytes} in the manifest")
-        try:
-            segment = scan_segment(part.path)
-        except H5mdToolError as error:
-            report.add("MAN004", name, f"part cannot be read: {error}")
-            continue
-        except Exception as error:  # noqa: BLE001 - any unreadable part is a finding
-            report.add("MAN004", name, f"part cannot be read: {reason(error)}")
-            continue
-        if segment.n_frames != part.n_frames:
-            report.add("MAN004", name, f"holds {segment.n_frames} frames, the manifest says {part.n_frames}")
-        if segment.n_atoms != manifest.n_atoms:
-            report.add("MAN006", name, f"holds {segment.n_atoms} atoms, the manifest says {manifest.n_atoms}")
-        if segment.format == "H5MD":
+        part_errors = 0
+        if manifest.format == "H5MD":
             try:
                 part_report = validate_file(part.path, profile, label=part.path)
             except UnreadableError as error:
@@ -905,7 +894,18 @@ def validate_manifest(path, profile="all", label=None):
                 continue
             for finding in part_report.findings:
                 report.add(finding.rule, f"{name}:{finding.path}", finding.message, finding.fix, finding.severity)
-    comparable = not any(f.rule in ("MAN002", "MAN004", "MAN006") for f in report.findings)
+            part_errors = part_report.errors
+        try:
+            segment = scan_segment(part.path)
+        except Exception as error:  # noqa: BLE001 - any unreadable part is a finding
+            if not part_errors:  # else the part's own findings say why
+                report.add("MAN004", name, f"part cannot be read: {reason(error)}")
+            continue
+        if segment.n_frames != part.n_frames:
+            report.add("MAN004", name, f"holds {segment.n_frames} frames, the manifest says {part.n_frames}")
+        if segment.n_atoms != manifest.n_atoms:
+            report.add("MAN006", name, f"holds {segment.n_atoms} atoms, the manifest says {manifest.n_atoms}")
+    comparable = not any(f.rule in ("MAN002", "MAN004", "MAN006") or f.severity == "error" for f in report.findings)
     return report, manifest if comparable else None
 
 
@@ -975,7 +975,7 @@ def validate(paths, *, comm=None, profile="all", against=None, tolerance=None, s
         If a source given with *against* cannot be read.
     """
     from .compare import compare_with_source
-    from .sources import scan
+    from .formats import scan
 
     if profile not in PROFILES:
         raise UsageError(f"--profile must be one of {', '.join(PROFILES)}, got {profile!r}")

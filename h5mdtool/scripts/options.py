@@ -62,14 +62,22 @@ atom_options = compose(
 )
 
 segment_options = compose(
-    click.option("--on-overlap", type=click.Choice(["error", "drop"]), default="error", show_default=True, help="Segments whose steps overlap (restarts): refuse, or drop the repeated frames keeping the first copy."),
+    click.option("--on-overlap", type=click.Choice(["error", "drop"]), default="error", show_default=True, help="Segments whose steps overlap (restarts): refuse, or drop the repeated frames keeping the first copy (the summary says how many)."),
 )
+
+truncation_option = click.option("--on-truncated", type=click.Choice(["error", "drop"]), default="error", show_default=True, help="An input whose last frame is incomplete (a crashed run): refuse, or leave that frame out (the summary names it and its bytes).")
+
+
+def input_format_option(*names):
+    """The option naming the input format (``--format`` for convert), overriding extensions."""
+    return click.option(*names, "input_format", type=click.Choice(["XTC", "TRR", "DCD", "H5MD"], case_sensitive=False), default=None, help="Read every input as this format, whatever its extension. Default: from the extension (.xtc .trr .dcd .h5md .h5).")
+
 
 layout_options = compose(
     click.option("--chunk-frames", type=ChunkFrames(), default="1", show_default=True, help="Frames per HDF5 chunk; chunks are (K, n_atoms, 3) so a frame is never split. 'auto': as many whole frames as fit in the stripe size, or 1 MiB."),
-    click.option("--precision", type=click.FloatRange(min=1e-6), default=None, help="Store positions lossily, absolute error at most PRECISION/2 nm per coordinate (HDF5's built-in scale-offset filter; any HDF5 reader opens the file). XTC's own precision is 0.001. Default: lossless."),
+    click.option("--precision", type=click.FloatRange(min=1e-6), default=None, help="Store positions lossily, in nm: each coordinate is rounded to a decimal grid step of at most PRECISION (error at most PRECISION/2) and stored as an integer in pm (fm below 0.001 nm), which every H5MD reader, MDAnalysis included, turns back into lengths. XTC's own precision is 0.001. Default: lossless float32."),
     click.option("--contiguous", is_flag=True, help="Store positions without chunks (uncompressed only)."),
-    click.option("--compression", type=click.Choice(COMPRESSIONS), default="none", show_default=True, help="HDF5 filter for per-atom data. gzip and lzf are lossless; parallel writes stay collective."),
+    click.option("--compression", type=click.Choice(COMPRESSIONS), default="auto", show_default=True, help="HDF5 filter for per-atom data; all lossless. auto: none, or shuffle + gzip 4 with --precision. gzip and lzf are built into HDF5 (lzf: serial runs only)."),
     click.option("--compression-level", type=click.IntRange(0, 9), default=None, help="gzip level 0-9. Default: 4."),
     click.option("--shuffle/--no-shuffle", default=None, help="Byte-shuffle before compressing (better ratios). Default: on when compressing."),
     click.option("--stripe-count", type=int, default=None, help="Lustre stripe count for the output (-1: all targets). Passed as MPI-IO hint striping_factor and to 'lfs setstripe' when available."),
