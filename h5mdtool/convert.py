@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import InputError, UsageError
+from .errors import InputError, OutputError, UsageError
+from .formats.base import reason
 from .formats import load_decoders, scan, select_frames
 from .layout import Layout
 from .mpi import (
@@ -282,13 +283,13 @@ def _carry_over(plan, author):
                       atoms=plan.atom_indices, n_atoms=plan.index.n_atoms, keep_author=author is not None)
 
 
-def write_h5md_file(path, plan, *, comm, bar, block_bytes=DEFAULT_BLOCK_BYTES, author=None):
+def write_h5md_file(path, plan, *, comm, bar, block_bytes=DEFAULT_BLOCK_BYTES, author=None, label=None):
     """Write the frames of *plan* into a new H5MD file at *path* (collective).
 
     Every rank of *comm* writes its balanced share; pass a :class:`~h5mdtool.mpi.SerialComm`
     to write a whole file from one process (as split does for its parts). On failure the
     file is closed and removed, and the error re-raised (or the job aborted when only this
-    rank failed).
+    rank failed). Messages name *label* (the final output) instead of the temporary *path*.
     """
     from .formats import TrajectoryReader
 
@@ -296,8 +297,12 @@ def write_h5md_file(path, plan, *, comm, bar, block_bytes=DEFAULT_BLOCK_BYTES, a
     # Every write covers whole chunks (blocks are chunk-aligned), so HDF5's chunk cache would
     # only copy each chunk once more before writing it: without it, chunks go straight from
     # the block to the file (0.3 s less CPU for the 600x trajectory, serial).
-    h5file = open_h5(path, "w", comm, hints=layout.mpi_hints(), libver=LIBVER, rdcc_nbytes=0,
-                     **layout.file_options())
+    label = label or path
+    try:
+        h5file = open_h5(path, "w", comm, hints=layout.mpi_hints(), libver=LIBVER, rdcc_nbytes=0,
+                         **layout.file_options())
+    except OSError as error:
+        raise OutputError(f"{label}: cannot be created ({reason(error).replace(path, label)})") from None
     try:
         write_h5md_metadata(h5file, plan.provenance["h5mdtool_version"], author)
         write_provenance(h5file, plan.provenance)
@@ -315,6 +320,13 @@ def write_h5md_file(path, plan, *, comm, bar, block_bytes=DEFAULT_BLOCK_BYTES, a
         with TrajectoryReader(plan.index, plan.atom_indices) as reader:
             for number in range(len(plan.groups)):
                 _write_group(writer, number, plan, reader, comm, bar, block_bytes)
+    except OSError as error:  # HDF5 failing to write (a full disk...): say so of the output, not the temporary
+        failure = OutputError(f"{label}: cannot be written ({reason(error).replace(path, label)})")
+        abort_unless_collective(comm, failure)
+        h5file.close()
+        if comm.rank == 0:
+            remove_quietly(path)
+        raise failure from None
     except BaseException as error:
         abort_unless_collective(comm, error)
         h5file.close()
@@ -422,7 +434,8 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, start=None
     total = sum(len(frames) for _, frames in plan.groups)
     with cleanup_on_abort(lambda: remove_quietly(plan.temporary)):
         with progress_bar(total, "convert", comm, enabled=progress) as bar:
-            write_h5md_file(plan.temporary, plan, comm=comm, bar=bar, block_bytes=block_bytes, author=author)
+            write_h5md_file(plan.temporary, plan, comm=comm, bar=bar, block_bytes=block_bytes, author=author,
+                            label=plan.output)
         relayout = root_call(comm, _finish, plan, author)
     seconds = time.perf_counter() - started
     size = os.path.getsize(plan.output) if comm.rank == 0 else None

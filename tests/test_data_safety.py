@@ -508,3 +508,22 @@ def test_defect10_corrupt_h5md_chunk_reported_at_its_frame(tmp_path, adk):
         handle.write(b"\xff" * 64)
     with pytest.raises(InputError, match="frame 23"):
         convert(source, str(tmp_path / "o.h5md"), progress=False)
+
+
+def test_defect10_write_failure_names_the_output_not_the_temporary(tmp_path, adk, monkeypatch):
+    import sys
+
+    convert_module = sys.modules["h5mdtool.convert"]
+
+    real = convert_module.open_h5
+
+    def failing(path, mode, comm, **kwargs):
+        raise OSError(f"Unable to create file (unable to open file: name = '{path}', errno = 28, No space left)")
+
+    monkeypatch.setattr(convert_module, "open_h5", failing)
+    output = tmp_path / "o.h5md"
+    with pytest.raises(Exception) as caught:
+        convert(adk[1], str(output), progress=False)
+    assert str(output) in str(caught.value) and ".tmp" not in str(caught.value) and "No space left" in str(caught.value)
+    assert not leftovers(tmp_path) and not output.exists()
+    monkeypatch.setattr(convert_module, "open_h5", real)
