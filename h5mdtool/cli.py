@@ -68,9 +68,9 @@ def cli(debug):
 
 
 def _register():
-    from .scripts import bench, convert, info, split, validate
+    from .scripts import bench, convert, info, split, topology, validate
 
-    for module in (convert, split, validate, info, bench):
+    for module in (convert, split, validate, info, bench, topology):
         cli.add_command(module.command)
 
 

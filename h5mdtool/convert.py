@@ -32,6 +32,7 @@ from .outputs import check_output_file, lfs_setstripe, preallocate, publish, rem
 from .progress import progress_bar
 from .provenance import base_record
 from .testhooks import delay
+from .topology import carries_topology, load_topology, pick_atoms, select_atoms, write_topology  # noqa: F401 - bench imports two
 from .writer import LIBVER, TrajectoryWriter, write_h5md_metadata, write_provenance
 
 #: Default memory for one block of frames, in bytes; each rank holds two blocks (one being
@@ -52,6 +53,7 @@ class ConvertPlan:
     output: str
     provenance: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
+    topology: str = None
 
     @property
     def n_frames(self):
@@ -66,68 +68,6 @@ class ConvertPlan:
     @property
     def n_atoms(self):
         return self.index.n_atoms if self.atom_indices is None else len(self.atom_indices)
-
-
-def load_topology(topology):
-    """An MDAnalysis Universe of *topology* alone.
-
-    Raises
-    ------
-    InputError
-        If the file is missing or MDAnalysis cannot read it.
-    """
-    import warnings
-
-    import MDAnalysis
-
-    if not os.path.isfile(topology):
-        raise InputError(f"{topology}: no such topology file")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return MDAnalysis.Universe(topology)
-    except Exception as error:  # noqa: BLE001 - MDAnalysis raises many types here
-        raise InputError(f"{topology}: cannot read topology ({error})") from None
-
-
-def pick_atoms(universe, selection, topology):
-    """Indices of the atoms of *universe* matched by *selection*.
-
-    Raises
-    ------
-    InputError
-        If the selection is invalid or matches nothing.
-    """
-    try:
-        group = universe.select_atoms(selection)
-    except Exception as error:  # noqa: BLE001
-        raise InputError(f"invalid selection {selection!r}: {error}") from None
-    if len(group) == 0:
-        raise InputError(f"selection {selection!r} matches no atom of {topology}")
-    return np.asarray(group.indices, dtype=np.int64)
-
-
-def select_atoms(topology, selection, n_atoms):
-    """Atom indices picked by an MDAnalysis *selection* on *topology* (None for all atoms).
-
-    Raises
-    ------
-    UsageError
-        If a selection is given without a topology.
-    InputError
-        If the topology cannot be read, does not match the trajectory's atom count, or the
-        selection is invalid or matches nothing.
-    """
-    if selection is None and topology is None:
-        return None
-    if topology is None:
-        raise UsageError("--select needs --topology FILE to know the atoms' names")
-    universe = load_topology(topology)
-    if len(universe.atoms) != n_atoms:
-        raise InputError(
-            f"{topology} has {len(universe.atoms)} atoms but the trajectory has {n_atoms}"
-        )
-    return None if selection is None else pick_atoms(universe, selection, topology)
 
 
 def _notes(index, frames, groups, fields_asked):
@@ -180,7 +120,10 @@ def _plan(comm, inputs, output, *, topology, select, start, stop, step, velociti
     frames = np.arange(selected.start, selected.stop, selected.step, dtype=np.int64)
     if not index.has("positions") or not index.fields["positions"][frames].any():
         raise InputError("no selected frame holds positions; h5mdtool writes trajectories of positions")
-    atom_indices = select_atoms(topology, select, index.n_atoms)
+    if select is not None and topology is None and len(inputs) == 1 and index.formats == ["H5MD"] \
+            and carries_topology(inputs[0]):
+        topology = inputs[0]  # the input carries its own topology
+    _, atom_indices = select_atoms(topology, select, index.n_atoms)
     fields = ["positions"]
     if velocities and index.has("velocities") and index.fields["velocities"][frames].any():
         fields.append("velocities")
@@ -209,6 +152,7 @@ def _plan(comm, inputs, output, *, topology, select, start, stop, step, velociti
     return ConvertPlan(
         index=index, layout=layout, frames=selected, atom_indices=atom_indices, groups=groups,
         temporary=temporary_name(output), output=os.path.abspath(output), provenance=record, notes=notes,
+        topology=topology,
     )
 
 
@@ -436,7 +380,7 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, start=None
         with progress_bar(total, "convert", comm, enabled=progress) as bar:
             write_h5md_file(plan.temporary, plan, comm=comm, bar=bar, block_bytes=block_bytes, author=author,
                             label=plan.output)
-        relayout = root_call(comm, _finish, plan, author)
+        relayout, topology_written = root_call(comm, _finish, plan, author)
     seconds = time.perf_counter() - started
     size = os.path.getsize(plan.output) if comm.rank == 0 else None
     return {
@@ -453,6 +397,7 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, start=None
         "layout": layout.describe(),
         "stripe_applied": plan.provenance["stripe_applied"],
         "relayout": relayout,
+        "topology": topology_written,
         "n_ranks": comm.size,
         "seconds": seconds,
         "frames_per_second": plan.n_frames / seconds if seconds > 0 else None,
@@ -462,7 +407,10 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, start=None
 
 
 def _finish(plan, author):
-    """Rank 0, once every rank has closed the file: carry over H5MD content, publish."""
+    """Rank 0, once every rank has closed the file: carry over H5MD content, the topology, publish."""
     relayout = _carry_over(plan, author)
+    topology = None
+    if plan.topology is not None:
+        topology = write_topology(plan.temporary, load_topology(plan.topology), plan.atom_indices, plan.topology)
     publish(plan.temporary, plan.output)
-    return relayout
+    return relayout, topology

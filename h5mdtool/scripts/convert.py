@@ -97,6 +97,10 @@ def print_summary(summary):
     click.echo(f"chunks: {layout['chunk_reason']}")
     if layout["stripe_count"] is not None or layout["stripe_size"] is not None:
         click.echo(f"striping: lfs setstripe {summary['stripe_applied']}; {layout['alignment_reason']}")
+    if summary.get("topology"):
+        topology = summary["topology"]
+        click.echo(f"topology: {topology['atoms']} atoms, {topology['residues']} residues, {topology['bonds']} bonds "
+                   f"from {topology['source']} (read it back with 'h5mdtool topology')")
     for note in summary["notes"]:
         click.echo(f"note: {note}")
     if summary.get("relayout"):

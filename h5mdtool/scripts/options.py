@@ -57,8 +57,8 @@ frame_options = compose(
 )
 
 atom_options = compose(
-    click.option("--topology", "-t", type=str, default=None, help="Topology file (PSF, GRO, PDB, TPR...) for --select; also checked against the trajectory's atom count."),
-    click.option("--select", "-s", type=str, default=None, help='MDAnalysis selection of the atoms to keep, e.g. "protein". Needs --topology. Default: all atoms.'),
+    click.option("--topology", "-t", type=str, default=None, help="Topology file (PSF, GRO, PDB, TPR...): checked against the trajectory's atom count, used by --select, and stored in the output (species, mass, charge, id, bonds and the VMD structure module) so the file is self-contained."),
+    click.option("--select", "-s", type=str, default=None, help='MDAnalysis selection of the atoms to keep, e.g. "protein". Needs --topology, unless the input is an H5MD file carrying its own. Default: all atoms.'),
 )
 
 segment_options = compose(
