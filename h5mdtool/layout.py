@@ -13,11 +13,12 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from .codecs import CODECS, codec
 from .errors import InputError, UsageError
 
 #: Compression choices of ``--compression``; ``auto`` is none when lossless, else the
 #: default lossy codec.
-COMPRESSIONS = ("auto", "none", "gzip", "lzf")
+COMPRESSIONS = ("auto",) + tuple(CODECS)
 #: Codec of ``--compression auto`` with ``--precision``: byte shuffle + gzip, built into
 #: every HDF5 (integers on the grid compress to about the XTC's size).
 LOSSY_DEFAULT = ("gzip", 4)
@@ -145,10 +146,11 @@ class Layout:
         ``"auto"`` picks the count with :meth:`plan_chunks` once the atom count is known.
     contiguous : bool
         Store without chunks (uncompressed, lossless only).
-    compression : {"auto", "none", "gzip", "lzf"}
-        ``auto`` (default): none when lossless, else :data:`LOSSY_DEFAULT`.
+    compression : str
+        A name of :data:`h5mdtool.codecs.CODECS`, or ``auto`` (default): none when lossless,
+        else :data:`LOSSY_DEFAULT`.
     compression_level : int, optional
-        gzip level 0-9 (default 4 when gzip is used).
+        The codec's level (gzip 0-9, default 4; zstd 1-22, default 3; blosc2 0-9, default 5).
     shuffle : bool, optional
         Byte shuffle before compression; defaults to on when compressing.
     stripe_count, stripe_size : int, optional
@@ -195,20 +197,15 @@ class Layout:
             self.compression = LOSSY_DEFAULT[0] if self.precision is not None else "none"
             if self.compression == "gzip" and self.compression_level is None:
                 self.compression_level = LOSSY_DEFAULT[1]
+        chosen = codec(self.compression)
         compressed = self.compression != "none"
         if self.contiguous and compressed:
             raise UsageError("--contiguous stores data uncompressed; drop --compression or --contiguous")
-        if self.compression_level is not None:
-            if self.compression != "gzip":
-                raise UsageError("--compression-level applies to gzip only")
-            if not 0 <= self.compression_level <= 9:
-                raise UsageError(f"gzip level must be 0-9, got {self.compression_level}")
-        elif self.compression == "gzip":
-            self.compression_level = 4
+        self.compression_level = chosen.check_level(self.compression_level)
         if self.shuffle and not compressed:
-            raise UsageError("--shuffle only applies together with --compression gzip or lzf")
+            raise UsageError("--shuffle only applies together with --compression")
         if self.shuffle is None:
-            self.shuffle = compressed
+            self.shuffle = compressed and chosen.byte_shuffle
         if self.stripe_size is not None:
             self.stripe_size = parse_size(self.stripe_size)
             if self.stripe_size % STRIPE_SIZE_UNIT:
@@ -230,10 +227,10 @@ class Layout:
         UsageError
             For lzf with more than one rank.
         """
-        if n_ranks > 1 and self.compression == "lzf":
+        if n_ranks > 1 and not codec(self.compression).parallel:
             raise UsageError(
-                "lzf cannot be written in parallel (parallel HDF5 corrupts chunks that lzf "
-                "leaves uncompressed); use --compression gzip, or run on one rank"
+                f"{self.compression} cannot be written in parallel (parallel HDF5 corrupts chunks that "
+                f"{self.compression} leaves uncompressed); use --compression gzip or zstd, or run on one rank"
             )
 
     @property
@@ -322,10 +319,11 @@ class Layout:
         if parallel:
             options["fill_time"] = "never"
         if self.compression != "none":
-            options["compression"] = self.compression
-            if self.compression == "gzip":
-                options["compression_opts"] = self.compression_level
-            options["shuffle"] = self.shuffle
+            import h5py
+
+            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+            codec(self.compression).set_on(dcpl, self.compression_level, self.shuffle)
+            options["dcpl"] = dcpl
         return options
 
     def mpi_hints(self):

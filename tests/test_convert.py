@@ -274,8 +274,9 @@ def test_output_is_input_refused(tmp_path, adk_frames):
     "options, message",
     [
         ({"contiguous": True, "compression": "gzip"}, "--contiguous"),
-        ({"compression": "lzf", "compression_level": 3}, "gzip only"),
-        ({"compression": "zstd"}, "unknown compression"),
+        ({"compression": "lzf", "compression_level": 3}, "does not apply to lzf"),
+        ({"compression": "zstd", "compression_level": 30}, "zstd level must be 1-22"),
+        ({"compression": "brotli"}, "unknown compression"),
         ({"chunk_frames": 0}, "chunk-frames"),
         ({"stripe_size": 1000}, "multiple of 64K"),
         ({"select": "name CA"}, "--topology"),

@@ -230,6 +230,9 @@ class H5MDFormat(Format):
     def scan(cls, path, on_truncated="error", group=None):
         import h5py
 
+        from ..codecs import register_plugins
+
+        register_plugins()  # files compressed with hdf5plugin's filters
         stat = file_stat(path)
         try:
             with h5py.File(path, "r") as handle:
@@ -277,8 +280,10 @@ class H5MDFormat(Format):
 
     def __init__(self, segment, atom_indices=None, comm=None):
         super().__init__(segment, atom_indices)
+        from ..codecs import register_plugins
         from ..mpi import SerialComm, open_h5
 
+        register_plugins()
         comm = comm or SerialComm()
         self.comm_size = comm.size
         try:

@@ -77,9 +77,9 @@ layout_options = compose(
     click.option("--chunk-frames", type=ChunkFrames(), default="1", show_default=True, help="Frames per HDF5 chunk; chunks are (K, n_atoms, 3) so a frame is never split. 'auto': as many whole frames as fit in the stripe size, or 1 MiB."),
     click.option("--precision", type=click.FloatRange(min=1e-6), default=None, help="Store positions lossily, in nm: each coordinate is rounded to a decimal grid step of at most PRECISION (error at most PRECISION/2) and stored as an integer in pm (fm below 0.001 nm), which every H5MD reader, MDAnalysis included, turns back into lengths. XTC's own precision is 0.001. Default: lossless float32."),
     click.option("--contiguous", is_flag=True, help="Store positions without chunks (uncompressed only)."),
-    click.option("--compression", type=click.Choice(COMPRESSIONS), default="auto", show_default=True, help="HDF5 filter for per-atom data; all lossless. auto: none, or shuffle + gzip 4 with --precision. gzip and lzf are built into HDF5 (lzf: serial runs only)."),
-    click.option("--compression-level", type=click.IntRange(0, 9), default=None, help="gzip level 0-9. Default: 4."),
-    click.option("--shuffle/--no-shuffle", default=None, help="Byte-shuffle before compressing (better ratios). Default: on when compressing."),
+    click.option("--compression", type=click.Choice(COMPRESSIONS), default="auto", show_default=True, help="Lossless HDF5 filter for per-atom data. auto: none, or shuffle + gzip 4 with --precision. Built into every HDF5: gzip, lzf (serial only). Through hdf5plugin (readers need it: pip install hdf5plugin and 'import hdf5plugin', or HDF5_PLUGIN_PATH for C tools): zstd (byte shuffle + Zstandard), lz4 (bitshuffle + LZ4, fastest to read), blosc2 (bit shuffle + Zstandard). Parallel writes stay collective."),
+    click.option("--compression-level", type=int, default=None, help="Codec level: gzip 0-9 (default 4), zstd 1-22 (3), blosc2 0-9 (5); lz4 and lzf have none."),
+    click.option("--shuffle/--no-shuffle", default=None, help="HDF5 byte shuffle before the codec. Default: on for gzip, lzf and zstd; off for lz4 and blosc2, which bit-shuffle themselves."),
     click.option("--stripe-count", type=int, default=None, help="Lustre stripe count for the output (-1: all targets). Passed as MPI-IO hint striping_factor and to 'lfs setstripe' when available."),
     click.option("--stripe-size", type=SIZE, default=None, help="Lustre stripe size in bytes, K/M/G accepted (e.g. 1M); a multiple of 64K. MPI-IO hint striping_unit."),
 )
