@@ -116,6 +116,7 @@ def _plan(comm, inputs, output, *, topology, select, start, stop, step, velociti
     """Rank 0: check the output, scan inputs, select atoms and frames, group the elements."""
     check_output_file(output, inputs, force)
     index = scan(inputs, on_overlap=on_overlap, format=format, on_truncated=on_truncated, group=group)
+    layout.resolve_precision(index)
     selected = select_frames(index.n_frames, start, stop, step)
     frames = np.arange(selected.start, selected.stop, selected.step, dtype=np.int64)
     if not index.has("positions") or not index.fields["positions"][frames].any():

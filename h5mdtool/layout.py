@@ -168,6 +168,7 @@ class Layout:
     stripe_count: int = None
     stripe_size: int = None
     precision: float = None
+    precision_source: str = None
     chunk_reason: str = None
     alignment: int = None
     alignment_reason: str = None
@@ -184,15 +185,15 @@ class Layout:
             or not isinstance(self.chunk_frames, (int, np.integer)) or self.chunk_frames < 1
         ):
             raise UsageError(f"--chunk-frames must be a whole number >= 1 or 'auto', got {self.chunk_frames!r}")
-        if self.precision is not None:
+        if self.precision is not None and self.precision != "xtc":
             if not (isinstance(self.precision, (int, float)) and math.isfinite(self.precision)
                     and self.precision >= FINEST_PRECISION):
                 raise UsageError(
                     f"--precision must be a finite number of nm >= {FINEST_PRECISION:g} (finer is below "
                     f"float32's resolution for typical coordinates), got {self.precision}"
                 )
-            if self.contiguous:
-                raise UsageError("--precision needs chunked storage; drop --contiguous")
+        if self.precision is not None and self.contiguous:
+            raise UsageError("--precision needs chunked storage; drop --contiguous")
         if self.compression == "auto":
             self.compression = LOSSY_DEFAULT[0] if self.precision is not None else "none"
             if self.compression == "gzip" and self.compression_level is None:
@@ -237,6 +238,37 @@ class Layout:
     def filtered(self):
         """True when the value datasets go through an HDF5 filter (collective writes only)."""
         return self.compression != "none"
+
+    def resolve_precision(self, index):
+        """Turn ``precision="xtc"`` into the XTC inputs' own grid step (nm), checked exact.
+
+        Raises
+        ------
+        UsageError
+            If an input is not an XTC with compressed coordinates, the inputs' precisions
+            differ, or their grid is not a whole number of the stored integer unit.
+        """
+        if self.precision != "xtc":
+            return self
+        precisions = set()
+        for segment in index.segments:
+            values = segment.details.get("precision") if segment.format == "XTC" else None
+            if values is None:
+                raise UsageError(f"--precision xtc keeps an XTC's own grid, but {segment.path} is not an XTC "
+                                 "with compressed coordinates; give --precision in nm")
+            precisions.update(np.unique(values[segment.skip:]).tolist())
+        if len(precisions) != 1:
+            raise UsageError(f"--precision xtc: the inputs were written at several precisions "
+                             f"({', '.join(f'{p:g}' for p in sorted(precisions))}); give --precision in nm")
+        per_nm = precisions.pop()
+        step = 1.0 / per_nm
+        ratio = step / grid_step(step)
+        if abs(ratio - round(ratio)) > 1e-6:
+            raise UsageError(f"--precision xtc: the XTC grid of 1/{per_nm:g} nm is not a whole number of "
+                             "the integer unit h5mdtool stores; give --precision in nm")
+        self.precision = step
+        self.precision_source = f"xtc (precision {per_nm:g} per nm: the XTC's integers kept exactly)"
+        return self
 
     @property
     def stored_precision(self):

@@ -105,3 +105,38 @@ def test_precision_file_smaller_than_lossless(tmp_path, solvated):
     with h5py.File(lossless, "r") as a, h5py.File(lossy, "r") as b:
         x, y = a["particles/trajectory/position/value"][:2], b["particles/trajectory/position/value"][:2]
     np.testing.assert_allclose(y * 1e-3, x, atol=1e-6)
+
+
+def test_precision_xtc_keeps_the_xtc_integers(tmp_path, solvated):
+    """--precision xtc: the XTC's own grid, its integers stored exactly (issue 13)."""
+    from MDAnalysis.lib.formats.libmdaxdr import XTCFile
+
+    output = str(tmp_path / "xtc_grid.h5md")
+    summary = convert(solvated["XTC"], output, precision="xtc", progress=False)
+    assert summary["layout"]["precision"] == pytest.approx(0.001)
+    assert summary["layout"]["precision_source"].startswith("xtc")
+    with XTCFile(solvated["XTC"]) as handle:
+        decoded = [frame.x for frame in handle]
+    with h5py.File(output, "r") as f:
+        value = f["particles/trajectory/position/value"]
+        assert value.dtype == np.int32 and value.attrs["unit"] == "pm" and value.attrs["precision"] == 1.0
+        for frame, x in enumerate(decoded):
+            np.testing.assert_array_equal(value[frame], np.rint(x.astype(np.float64) * 1000))
+
+
+def test_precision_xtc_refusals(tmp_path, adk, adk_frames):
+    from conftest import write_xtc
+
+    with pytest.raises(UsageError, match="not an XTC"):
+        convert(adk[1], str(tmp_path / "o.h5md"), precision="xtc", progress=False)
+    first, second = str(tmp_path / "a.xtc"), str(tmp_path / "b.xtc")
+    write_xtc(first, adk_frames[:2], [0, 1], [0.0, 1.0])
+    from MDAnalysis.lib.formats.libmdaxdr import XTCFile
+
+    with XTCFile(second, "w") as handle:
+        for i in range(2, 4):
+            handle.write(adk_frames[i], np.diag([5.0] * 3).astype(np.float32), i, float(i), precision=100.0)
+    with pytest.raises(UsageError, match="several precisions"):
+        convert([first, second], str(tmp_path / "o.h5md"), precision="xtc", progress=False)
+    summary = convert(second, str(tmp_path / "p100.h5md"), precision="xtc", progress=False)
+    assert summary["layout"]["precision"] == pytest.approx(0.01)

@@ -24,6 +24,26 @@ class SizeType(click.ParamType):
 SIZE = SizeType()
 
 
+class PrecisionType(click.ParamType):
+    """A grid step in nm (a finite number >= 1e-6), or ``xtc``."""
+
+    name = "NM|xtc"
+
+    def convert(self, value, param, ctx):
+        if value == "xtc" or isinstance(value, float):
+            return value
+        try:
+            number = float(value)
+        except ValueError:
+            self.fail(f"{value!r} is neither a number of nm nor 'xtc'", param, ctx)
+        if not (number >= 1e-6 and number != float("inf")):
+            self.fail(f"{value} is not a finite number of nm >= 1e-06", param, ctx)
+        return number
+
+
+PRECISION = PrecisionType()
+
+
 class ChunkFrames(click.ParamType):
     """A positive frame count or ``auto``."""
 
@@ -75,7 +95,7 @@ def input_format_option(*names):
 
 layout_options = compose(
     click.option("--chunk-frames", type=ChunkFrames(), default="1", show_default=True, help="Frames per HDF5 chunk; chunks are (K, n_atoms, 3) so a frame is never split. 'auto': as many whole frames as fit in the stripe size, or 1 MiB."),
-    click.option("--precision", type=click.FloatRange(min=1e-6), default=None, help="Store positions lossily, in nm: each coordinate is rounded to a decimal grid step of at most PRECISION (error at most PRECISION/2) and stored as an integer in pm (fm below 0.001 nm), which every H5MD reader, MDAnalysis included, turns back into lengths. XTC's own precision is 0.001. Default: lossless float32."),
+    click.option("--precision", type=PRECISION, default=None, help="Store positions lossily, in nm: each coordinate is rounded to a decimal grid step of at most PRECISION (error at most PRECISION/2) and stored as an integer in pm (fm below 0.001 nm), which every H5MD reader, MDAnalysis included, turns back into lengths. 'xtc': the XTC inputs' own grid (0.001 nm for GROMACS' default), keeping their integers exactly. Default: lossless float32."),
     click.option("--contiguous", is_flag=True, help="Store positions without chunks (uncompressed only)."),
     click.option("--compression", type=click.Choice(COMPRESSIONS), default="auto", show_default=True, help="Lossless HDF5 filter for per-atom data. auto: none, or shuffle + gzip 4 with --precision. Built into every HDF5: gzip, lzf (serial only). Through hdf5plugin (readers need it: pip install hdf5plugin and 'import hdf5plugin', or HDF5_PLUGIN_PATH for C tools): zstd (byte shuffle + Zstandard), lz4 (bitshuffle + LZ4, fastest to read), blosc2 (bit shuffle + Zstandard). Parallel writes stay collective."),
     click.option("--compression-level", type=int, default=None, help="Codec level: gzip 0-9 (default 4), zstd 1-22 (3), blosc2 0-9 (5); lz4 and lzf have none."),
