@@ -38,30 +38,31 @@ BOX_RELATIVE = 1e-6
 BLOCK_BYTES = 64 * 1024**2
 
 
-def _precision_nm(segment):
-    """Recorded ``precision`` of an H5MD segment's positions, in nm, or None."""
+def _precisions(segment):
+    """Recorded ``precision`` of an H5MD segment's fields, in h5mdtool units: {field: value}."""
     import h5py
 
-    element = segment.details["elements"]["positions"]
+    found = {}
     try:
         with h5py.File(segment.path, "r") as handle:
-            precision = handle[element["path"]].attrs.get("precision")
+            for field, element in segment.details["elements"].items():
+                precision = handle[element["path"]].attrs.get("precision")
+                if precision is not None and float(precision) > 0:
+                    found[field] = float(precision) * float(element["factor"])
     except Exception:  # noqa: BLE001 - no usable attribute: compare exactly
-        return None
-    if precision is None:
-        return None
-    try:
-        value = float(precision) * float(element["factor"])
-    except (TypeError, ValueError):
-        return None
-    return value if value > 0 else None
+        return {}
+    return found
 
 
 def _scan_copy(paths):
     """Scan the compared file(s) and find what tolerances they need (rank 0)."""
     index = scan(list(paths))
-    precisions = [p for p in (_precision_nm(s) for s in index.segments if s.format == "H5MD") if p]
-    return index, (max(precisions) if precisions else None)
+    precisions = {}
+    for segment in index.segments:
+        if segment.format == "H5MD":
+            for field, value in _precisions(segment).items():
+                precisions[field] = max(value, precisions.get(field, 0.0))
+    return index, precisions
 
 
 def _converted(index):
@@ -179,7 +180,8 @@ def compare_with_source(paths, sources, *, comm=None, tolerance=None, limit=10, 
     from .progress import progress_bar
 
     source_index = sources if isinstance(sources, TrajectoryIndex) else root_call(comm, scan, list(sources))
-    copy_index, precision = root_call(comm, _scan_copy, list(paths))
+    copy_index, precisions = root_call(comm, _scan_copy, list(paths))
+    precision = precisions.get("positions")
     converted = _converted(copy_index) or _converted(source_index)
     result = {
         "n_frames": copy_index.n_frames, "n_atoms": copy_index.n_atoms,
@@ -198,8 +200,9 @@ def compare_with_source(paths, sources, *, comm=None, tolerance=None, limit=10, 
         )
     relative = CONVERSION_RELATIVE if converted else 0.0
     tolerances = {field: (0.0, relative, 0.0) for field in fields}
-    if precision:
-        tolerances["positions"] = (precision / 2, relative, 4 * TIME_RELATIVE)
+    for field, value in precisions.items():
+        if field in tolerances:
+            tolerances[field] = (value / 2, relative, 4 * TIME_RELATIVE)
     tolerances["edges"] = 0.0
     if tolerance is not None:
         tolerances = {field: (float(tolerance), 0.0, 0.0) for field in fields}
@@ -211,6 +214,7 @@ def compare_with_source(paths, sources, *, comm=None, tolerance=None, limit=10, 
             "positions_absolute_nm": tolerances["positions"][0],
             "relative": tolerances["positions"][1],
             "lossy_precision_nm": precision,
+            "lossy_precisions": precisions,
             "box": f"{tolerance} nm" if tolerance is not None else f"{BOX_RELATIVE} of the largest edge",
             "time_relative": TIME_RELATIVE,
         },

@@ -285,8 +285,9 @@ def write_h5md_file(path, plan, *, comm, bar, block_bytes=DEFAULT_BLOCK_BYTES, a
 def convert(inputs, output, *, comm=None, topology=None, select=None, start=None, stop=None,
             step=None, velocities=True, forces=True, on_overlap="error", on_truncated="error",
             format=None, group=None, chunk_frames=1, contiguous=False, compression="auto",
-            compression_level=None, shuffle=None, precision=None, stripe_count=None,
-            stripe_size=None, force=False, progress=None, block_bytes=DEFAULT_BLOCK_BYTES,
+            compression_level=None, shuffle=None, precision=None, velocity_precision=None,
+            force_precision=None, stripe_count=None, stripe_size=None, force=False, progress=None,
+            block_bytes=DEFAULT_BLOCK_BYTES,
             author=None, command=None):
     """Convert XTC, TRR, DCD or H5MD trajectory segments into one H5MD 1.1 file.
 
@@ -322,7 +323,11 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, start=None
         H5MD input: the particle group to read (default: the first, as MDAnalysis reads).
     chunk_frames, contiguous, compression, compression_level, shuffle, precision : see :class:`~h5mdtool.layout.Layout`
         ``chunk_frames="auto"`` plans the chunk size; ``precision`` (nm) stores positions
-        as integers on a decimal grid, error at most ``precision / 2``.
+        as integers on a decimal grid, error at most ``precision / 2``; ``"xtc"`` keeps the
+        XTC inputs' own grid exactly.
+    velocity_precision, force_precision : float, optional
+        Lossy velocities (nm/ps) and forces (kJ/(mol nm)), error at most half of it; lossless
+        by default.
     stripe_count, stripe_size : int or str, optional
         Lustre striping: MPI-IO hints at creation and ``lfs setstripe`` when available.
     force : bool
@@ -358,7 +363,8 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, start=None
     layout = root_call(
         comm, Layout, chunk_frames=chunk_frames, contiguous=contiguous,
         compression=compression, compression_level=compression_level, shuffle=shuffle,
-        precision=precision, stripe_count=stripe_count, stripe_size=stripe_size,
+        precision=precision, velocity_precision=velocity_precision, force_precision=force_precision,
+        stripe_count=stripe_count, stripe_size=stripe_size,
     )
     root_call(comm, layout.check_parallel, comm.size)
     require_parallel_h5py(comm)

@@ -57,11 +57,14 @@ def parse_size(text):
 class Encoding:
     """How the values of one per-atom field are stored.
 
-    Lossless fields are floats in h5mdtool's unit. A lossy field is stored as integers:
+    Lossless fields are floats in h5mdtool's unit. Lossy positions are stored as integers:
     each value is rounded to the nearest multiple of ``step`` (h5mdtool units), and stored
     as that multiple expressed in ``unit``, of which one is ``per_unit`` h5mdtool units.
-    Readers that apply the ``unit`` attribute (MDAnalysis does) get the rounded values back;
-    the error is at most ``step / 2`` plus the rounding of the value read to float32.
+    Readers that apply the ``unit`` attribute (MDAnalysis does) get the rounded values back.
+    Lossy velocities and forces stay float32 in h5mdtool's unit, rounded to a multiple of a
+    power of two (``binary``): exact float32 values whose low mantissa bits are zero, which
+    a shuffle filter then compresses, and which every reader reads unchanged. Either way the
+    error is at most ``step / 2`` plus the rounding of the value read to float32.
 
     Attributes
     ----------
@@ -69,19 +72,21 @@ class Encoding:
     unit : str
     step : float or None
     per_unit : float
+    binary : bool
     """
 
     dtype: str
     unit: str
     step: float = None
     per_unit: float = 1.0
+    binary: bool = False
 
     @property
     def lossy(self):
         return self.step is not None
 
     def encode(self, values):
-        """The stored form of *values* (h5mdtool units): a new integer array when lossy.
+        """The stored form of *values* (h5mdtool units): a new array when lossy.
 
         Raises
         ------
@@ -90,8 +95,10 @@ class Encoding:
         """
         if not self.lossy:
             return values
-        multiple = round(self.step / self.per_unit)
         grid = np.rint(np.asarray(values, np.float64) / self.step)
+        if self.binary:
+            return (grid * self.step).astype(self.dtype)
+        multiple = round(self.step / self.per_unit)
         limit = np.iinfo(self.dtype).max // multiple
         if grid.size and np.abs(grid).max() > limit:
             raise InputError(
@@ -105,13 +112,18 @@ class Encoding:
         if self.lossy:
             dataset.attrs["precision"] = np.float64(self.step / self.per_unit)
 
+    def describe(self):
+        """JSON-friendly record, with the error bound in h5mdtool units."""
+        record = {"dtype": self.dtype, "unit": self.unit}
+        if self.lossy:
+            record.update(grid_step=self.step, max_error=self.step / 2,
+                          representation="float32 on a power-of-two grid" if self.binary else "integers")
+        return record
 
-#: Integer units for lossy fields: (unit, h5mdtool units per unit), coarsest first; each is
-#: in MDAnalysis's H5MD unit table.
-GRID_UNITS = {
-    "positions": (("pm", 1e-3), ("fm", 1e-6)),
-    "velocities": (("pm ps-1", 1e-3),),
-}
+
+#: Integer units for lossy positions: (unit, h5mdtool units per unit), coarsest first; each
+#: is in MDAnalysis's H5MD unit table.
+GRID_UNITS = {"positions": (("pm", 1e-3), ("fm", 1e-6))}
 FLOAT_UNITS = {"positions": "nm", "velocities": "nm ps-1", "forces": "kJ mol-1 nm-1"}
 
 
@@ -121,18 +133,40 @@ def grid_step(precision):
 
 
 def grid_encoding(field, precision):
-    """The :class:`Encoding` of *field* on the decimal grid for *precision*.
+    """The lossy :class:`Encoding` of *field* for *precision* (h5mdtool units).
+
+    Positions: integers on the decimal grid (:func:`grid_step`). Velocities and forces:
+    float32 on the power-of-two grid ``2**floor(log2(precision))``.
 
     Raises
     ------
     UsageError
         If *field* has no integer unit fine enough.
     """
+    if field not in GRID_UNITS:
+        return Encoding("float32", FLOAT_UNITS[field], 2.0 ** math.floor(math.log2(precision)), binary=True)
     step = grid_step(precision)
-    for unit, per_unit in GRID_UNITS.get(field, ()):
+    for unit, per_unit in GRID_UNITS[field]:
         if step >= per_unit * (1 - 1e-9):
             return Encoding("int32", unit, step, per_unit)
     raise UsageError(f"a precision of {precision:g} is finer than h5mdtool stores {field} lossily")
+
+
+def check_precision(value, option):
+    """*value* if it is a finite number >= :data:`FINEST_PRECISION` (or None).
+
+    Raises
+    ------
+    UsageError
+        Otherwise, naming *option*.
+    """
+    if value is None:
+        return None
+    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            and value >= FINEST_PRECISION):
+        raise UsageError(f"{option} must be a finite number >= {FINEST_PRECISION:g} (finer is below "
+                         f"float32's resolution for typical values), got {value}")
+    return float(value)
 
 
 @dataclass
@@ -168,6 +202,8 @@ class Layout:
     stripe_count: int = None
     stripe_size: int = None
     precision: float = None
+    velocity_precision: float = None
+    force_precision: float = None
     precision_source: str = None
     chunk_reason: str = None
     alignment: int = None
@@ -185,17 +221,16 @@ class Layout:
             or not isinstance(self.chunk_frames, (int, np.integer)) or self.chunk_frames < 1
         ):
             raise UsageError(f"--chunk-frames must be a whole number >= 1 or 'auto', got {self.chunk_frames!r}")
-        if self.precision is not None and self.precision != "xtc":
-            if not (isinstance(self.precision, (int, float)) and math.isfinite(self.precision)
-                    and self.precision >= FINEST_PRECISION):
-                raise UsageError(
-                    f"--precision must be a finite number of nm >= {FINEST_PRECISION:g} (finer is below "
-                    f"float32's resolution for typical coordinates), got {self.precision}"
-                )
-        if self.precision is not None and self.contiguous:
-            raise UsageError("--precision needs chunked storage; drop --contiguous")
+        if self.precision != "xtc":
+            self.precision = check_precision(self.precision, "--precision (nm)")
+        self.velocity_precision = check_precision(self.velocity_precision, "--velocity-precision (nm/ps)")
+        self.force_precision = check_precision(self.force_precision, "--force-precision (kJ/(mol nm))")
+        if self.contiguous and any(p is not None for p in (self.precision, self.velocity_precision,
+                                                           self.force_precision)):
+            raise UsageError("lossy storage pays only with compression, which needs chunks; drop --contiguous")
         if self.compression == "auto":
-            self.compression = LOSSY_DEFAULT[0] if self.precision is not None else "none"
+            lossy = any(p is not None for p in (self.precision, self.velocity_precision, self.force_precision))
+            self.compression = LOSSY_DEFAULT[0] if lossy else "none"
             if self.compression == "gzip" and self.compression_level is None:
                 self.compression_level = LOSSY_DEFAULT[1]
         chosen = codec(self.compression)
@@ -277,8 +312,10 @@ class Layout:
 
     def encoding(self, field, dtype="float32"):
         """The :class:`Encoding` of per-atom *field*; lossless floats are of *dtype*."""
-        if field == "positions" and self.precision is not None:
-            return grid_encoding(field, self.precision)
+        precision = {"positions": self.precision, "velocities": self.velocity_precision,
+                     "forces": self.force_precision}[field]
+        if precision is not None:
+            return grid_encoding(field, precision)
         return Encoding(str(np.dtype(dtype)), FLOAT_UNITS[field])
 
     def plan_chunks(self, n_frames, n_atoms):
@@ -368,10 +405,14 @@ class Layout:
         return hints
 
     def describe(self):
-        """JSON-friendly record of every layout choice, with the encoding of positions."""
+        """JSON-friendly record of every layout choice, with the encodings of lossy fields."""
         record = asdict(self)
-        if self.precision is not None:
+        if self.precision is not None and self.precision != "xtc":
             encoding = self.encoding("positions")
             record["positions_encoding"] = {"dtype": encoding.dtype, "unit": encoding.unit,
                                             "grid_step_nm": encoding.step, "max_error_nm": encoding.step / 2}
+        for field in ("velocities", "forces"):
+            encoding = self.encoding(field)
+            if encoding.lossy:
+                record[f"{field}_encoding"] = encoding.describe()
         return record

@@ -140,3 +140,33 @@ def test_precision_xtc_refusals(tmp_path, adk, adk_frames):
         convert([first, second], str(tmp_path / "o.h5md"), precision="xtc", progress=False)
     summary = convert(second, str(tmp_path / "p100.h5md"), precision="xtc", progress=False)
     assert summary["layout"]["precision"] == pytest.approx(0.01)
+
+
+@pytest.mark.parametrize("velocity_precision, force_precision", [(0.01, None), (None, 0.5), (0.001, 2.0)])
+def test_velocity_and_force_precision_bound(tmp_path, velocity_precision, force_precision):
+    """Issue 13: lossy velocities and forces only when asked, each within half its precision."""
+    from h5mdtool import compare_with_source
+    from MDAnalysis.lib.formats.libmdaxdr import TRRFile
+
+    rng = np.random.default_rng(3)
+    x, v, f = (rng.normal(0, s, (4, 500, 3)).astype(np.float32) for s in (3.0, 0.5, 300.0))
+    source = str(tmp_path / "xvf.trr")
+    with TRRFile(source, "w") as handle:
+        for i in range(4):
+            handle.write(x[i], v[i], f[i], np.diag([9.0] * 3).astype(np.float32), i, float(i), 0.0, 500)
+    output = str(tmp_path / "lossy.h5md")
+    summary = convert(source, output, velocity_precision=velocity_precision, force_precision=force_precision,
+                      progress=False)
+    assert summary["layout"]["compression"] == "gzip"  # auto: lossy values are compressed
+    with h5py.File(output, "r") as h:
+        np.testing.assert_array_equal(h["particles/trajectory/position/value"][()], x)  # positions untouched
+        for name, values, precision in (("velocity", v, velocity_precision), ("force", f, force_precision)):
+            stored = h[f"particles/trajectory/{name}/value"]
+            assert stored.dtype == np.float32
+            if precision is None:
+                np.testing.assert_array_equal(stored[()], values)
+                assert "precision" not in stored.attrs
+            else:
+                assert stored.attrs["precision"] <= precision
+                assert np.abs(stored[()].astype(np.float64) - values).max() <= stored.attrs["precision"] / 2
+    assert compare_with_source([output], [source])["n_differing"] == 0

@@ -23,8 +23,9 @@ from .options import (SIZE, atom_options, emit_json, frame_options, human_bytes,
 @click.option("--author", default=None, help="Author name recorded in /h5md/author. Default: the user name.")
 @run_options
 def command(inputs, output, topology, select, start, stop, step, velocities, forces, on_overlap, on_truncated,
-            input_format, group, chunk_frames, precision, contiguous, compression, compression_level, shuffle,
-            stripe_count, stripe_size, block_size, author, force, progress, as_json):
+            input_format, group, chunk_frames, precision, velocity_precision, force_precision, contiguous,
+            compression, compression_level, shuffle, stripe_count, stripe_size, block_size, author, force,
+            progress, as_json):
     """Convert XTC, TRR, DCD or H5MD trajectories into one H5MD 1.1 file.
 
     Several INPUT files are segments of one trajectory, concatenated in order (as
@@ -57,7 +58,8 @@ def command(inputs, output, topology, select, start, stop, step, velocities, for
         stop=stop, step=step, velocities=velocities, forces=forces, on_overlap=on_overlap,
         on_truncated=on_truncated, format=input_format, group=group,
         chunk_frames=chunk_frames, contiguous=contiguous, compression=compression,
-        compression_level=compression_level, shuffle=shuffle, precision=precision, stripe_count=stripe_count,
+        compression_level=compression_level, shuffle=shuffle, precision=precision,
+        velocity_precision=velocity_precision, force_precision=force_precision, stripe_count=stripe_count,
         stripe_size=stripe_size, force=force, progress=progress, block_bytes=block_size,
         author=author,
     )
@@ -80,6 +82,10 @@ def describe_compression(layout):
     if encoding:
         compression = (f"positions as {encoding['dtype']} {encoding['unit']} on a {encoding['grid_step_nm']:g} nm grid "
                        f"(error <= {encoding['max_error_nm']:g} nm), {compression}")
+    for field, unit in (("velocities", "nm/ps"), ("forces", "kJ/(mol nm)")):
+        encoding = layout.get(f"{field}_encoding")
+        if encoding:
+            compression += f", {field} on a {encoding['grid_step']:g} {unit} grid (error <= {encoding['max_error']:g})"
     return compression
 
 
