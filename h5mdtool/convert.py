@@ -32,7 +32,8 @@ from .outputs import check_output_file, lfs_setstripe, preallocate, publish, rem
 from .progress import progress_bar
 from .provenance import base_record
 from .testhooks import delay
-from .topology import carries_topology, load_topology, pick_atoms, select_atoms, write_topology  # noqa: F401 - bench imports two
+from .topology import (carries_topology, load_topology, pick_atoms, read_atom_indices,  # noqa: F401 - bench imports
+                       select_atoms, write_topology)
 from .writer import LIBVER, TrajectoryWriter, write_h5md_metadata, write_provenance
 
 #: Default memory for one block of frames, in bytes; each rank holds two blocks (one being
@@ -111,7 +112,7 @@ def _notes(index, frames, groups, fields_asked):
     return notes
 
 
-def _plan(comm, inputs, output, *, topology, select, start, stop, step, velocities, forces,
+def _plan(comm, inputs, output, *, topology, select, atom_indices_file, start, stop, step, velocities, forces,
           on_overlap, on_truncated, format, group, force, layout, command):
     """Rank 0: check the output, scan inputs, select atoms and frames, group the elements."""
     check_output_file(output, inputs, force)
@@ -121,10 +122,14 @@ def _plan(comm, inputs, output, *, topology, select, start, stop, step, velociti
     frames = np.arange(selected.start, selected.stop, selected.step, dtype=np.int64)
     if not index.has("positions") or not index.fields["positions"][frames].any():
         raise InputError("no selected frame holds positions; h5mdtool writes trajectories of positions")
-    if select is not None and topology is None and len(inputs) == 1 and index.formats == ["H5MD"] \
-            and carries_topology(inputs[0]):
-        topology = inputs[0]  # the input carries its own topology
+    if select is not None and atom_indices_file is not None:
+        raise UsageError("give the atoms with --select or with --atom-indices, not both")
+    if (select is not None or atom_indices_file is not None) and topology is None and len(inputs) == 1 \
+            and index.formats == ["H5MD"] and carries_topology(inputs[0]):
+        topology = inputs[0]  # the input carries its own topology: rewrite it for the atoms kept
     _, atom_indices = select_atoms(topology, select, index.n_atoms)
+    if atom_indices_file is not None:
+        atom_indices = read_atom_indices(atom_indices_file, index.n_atoms)
     fields = ["positions"]
     if velocities and index.has("velocities") and index.fields["velocities"][frames].any():
         fields.append("velocities")
@@ -137,7 +142,8 @@ def _plan(comm, inputs, output, *, topology, select, start, stop, step, velociti
     record = base_record(comm, command)
     record.update(
         inputs=index.describe(),
-        selection={"topology": topology, "select": select, "n_atoms": None if atom_indices is None else len(atom_indices)},
+        selection={"topology": topology, "select": select, "atom_indices_file": atom_indices_file,
+                   "n_atoms": None if atom_indices is None else len(atom_indices)},
         frames={"start": selected.start, "stop": selected.stop, "step": selected.step, "n_frames": len(frames)},
         fields=fields,
         elements=[{"fields": list(f), "n_frames": len(fr)} for f, fr in groups],
@@ -282,7 +288,7 @@ def write_h5md_file(path, plan, *, comm, bar, block_bytes=DEFAULT_BLOCK_BYTES, a
 
 
 @entry_point
-def convert(inputs, output, *, comm=None, topology=None, select=None, start=None, stop=None,
+def convert(inputs, output, *, comm=None, topology=None, select=None, atom_indices_file=None, start=None, stop=None,
             step=None, velocities=True, forces=True, on_overlap="error", on_truncated="error",
             format=None, group=None, chunk_frames=1, contiguous=False, compression="auto",
             compression_level=None, shuffle=None, precision=None, velocity_precision=None,
@@ -308,7 +314,10 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, start=None
     comm : mpi4py communicator, optional
         Resolved by :func:`h5mdtool.mpi.resolve`; runs serially without MPI.
     topology, select : str, optional
-        Write only the atoms matched by the MDAnalysis selection *select* in *topology*.
+        Write only the atoms matched by the MDAnalysis selection *select* in *topology*; the
+        topology of the atoms written is stored in the file (``h5mdtool topology`` reads it).
+    atom_indices_file : str, optional
+        Write only the atoms listed (0-based, increasing) in this text file, as mdconvert's ``-a``.
     start, stop, step : int, optional
         Frame selection with Python slice semantics over the whole trajectory.
     velocities, forces : bool
@@ -371,7 +380,8 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, start=None
     if comm.rank != 0:
         load_decoders(inputs, format)
     plan = root_call(
-        comm, _plan, comm, inputs, output, topology=topology, select=select, start=start,
+        comm, _plan, comm, inputs, output, topology=topology, select=select,
+        atom_indices_file=atom_indices_file, start=start,
         stop=stop, step=step, velocities=velocities, forces=forces, on_overlap=on_overlap,
         on_truncated=on_truncated, format=format, group=group, force=force, layout=layout,
         command=command,

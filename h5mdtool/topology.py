@@ -125,6 +125,36 @@ def select_atoms(topology, selection, n_atoms):
     return universe, (None if selection is None else pick_atoms(universe, selection, topology))
 
 
+def read_atom_indices(path, n_atoms):
+    """0-based atom indices from a plain text file (whitespace or comma separated), as mdconvert's ``-a``.
+
+    Raises
+    ------
+    InputError
+        If the file is missing, holds something else than whole numbers, or indices that are
+        out of range, repeated or not increasing.
+    """
+    try:
+        with open(path) as handle:
+            words = handle.read().replace(",", " ").split()
+    except OSError as error:
+        raise InputError(f"{path}: cannot read the atom indices ({_reason(error)})") from None
+    try:
+        indices = np.array([int(word) for word in words], dtype=np.int64)
+    except ValueError:
+        bad = next(word for word in words if not word.lstrip("-").isdigit())
+        raise InputError(f"{path}: {bad!r} is not a whole number; the file lists 0-based atom indices") from None
+    if len(indices) == 0:
+        raise InputError(f"{path}: lists no atom index")
+    if indices.min() < 0 or indices.max() >= n_atoms:
+        raise InputError(f"{path}: atom indices run from {indices.min()} to {indices.max()}, but the trajectory "
+                         f"has atoms 0 to {n_atoms - 1}")
+    if np.any(np.diff(indices) <= 0):
+        raise InputError(f"{path}: atom indices must increase and be unique (sort them: h5mdtool keeps the atoms "
+                         "in the trajectory's order)")
+    return indices
+
+
 def _strings(values):
     """A fixed-length ASCII array, as wide as the longest value (the VMD plugin reads any width
     and keeps what fits its own fields)."""

@@ -387,9 +387,11 @@ def test_defect7_connectivity_renumbered_after_select(tmp_path, adk):
     convert(adk[1], source, stop=3, progress=False)
     with h5py.File(source, "r+") as f:
         f["connectivity/bonds"] = np.array([[0, 1], [1, 2], [4, 5], [5, 6], [2, 4]])
-    # keep atoms 1, 2, 5, 6 (0-based) through an index selection
+    # keep atoms 1, 2, 5, 6 (0-based), no topology involved
+    indices = tmp_path / "atoms.txt"
+    indices.write_text("1 2\n5, 6\n")
     output = str(tmp_path / "subset.h5md")
-    summary = convert(source, output, topology=adk[0], select="index 1 2 5 6", progress=False)
+    summary = convert(source, output, atom_indices_file=str(indices), progress=False)
     with h5py.File(output, "r") as f:
         np.testing.assert_array_equal(f["connectivity/bonds"][()], [[0, 1], [2, 3]])
     assert any("connectivity/bonds" in item for item in summary["relayout"]["reduced"])
@@ -414,7 +416,9 @@ def test_defect7_species_and_mass_follow_the_atom_selection(tmp_path, adk):
         f[f"{TRAJ}/species"] = np.arange(3341) % 7
         f[f"{TRAJ}/mass"] = np.linspace(1, 2, 3341)
     output = str(tmp_path / "b.h5md")
-    convert(source, output, topology=adk[0], select="index 10:19", progress=False)
+    indices = tmp_path / "atoms.txt"
+    indices.write_text(" ".join(str(i) for i in range(10, 20)))
+    convert(source, output, atom_indices_file=str(indices), progress=False)
     with h5py.File(output, "r") as f:
         np.testing.assert_array_equal(f[f"{TRAJ}/species"][()], np.arange(10, 20) % 7)
         np.testing.assert_allclose(f[f"{TRAJ}/mass"][()], np.linspace(1, 2, 3341)[10:20])
@@ -527,3 +531,36 @@ def test_defect10_write_failure_names_the_output_not_the_temporary(tmp_path, adk
     assert str(output) in str(caught.value) and ".tmp" not in str(caught.value) and "No space left" in str(caught.value)
     assert not leftovers(tmp_path) and not output.exists()
     monkeypatch.setattr(convert_module, "open_h5", real)
+
+
+def test_locked_h5md_input_gets_a_clear_message(tmp_path, adk):
+    """Issue 14: a file another process holds open for writing is named as locked, with the switch."""
+    import subprocess
+    import sys
+    import time
+
+    source = str(tmp_path / "held.h5md")
+    convert(adk[1], source, stop=2, progress=False)
+    holder = subprocess.Popen([sys.executable, "-c", f"import h5py, time\nf = h5py.File({source!r}, 'r+')\n"
+                               "print('open', flush=True)\ntime.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        done = run_h5mdtool(["convert", source, "-o", str(tmp_path / "o.h5md")],
+                            env={**os.environ, "HDF5_USE_FILE_LOCKING": "TRUE"})
+    finally:
+        holder.kill()
+    assert done.returncode == 1 and "locked by another process" in done.stderr and "HDF5_USE_FILE_LOCKING" in done.stderr
+    assert done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("content, message", [("1 2 x", "'x' is not a whole number"), ("", "lists no atom"),
+                                              ("3 2", "must increase"), ("1 1", "must increase"),
+                                              ("0 5000", "run from 0 to 5000")])
+def test_atom_indices_file_refusals(tmp_path, adk, content, message):
+    indices = tmp_path / "atoms.txt"
+    indices.write_text(content)
+    with pytest.raises(InputError, match=message):
+        convert(adk[1], str(tmp_path / "o.h5md"), atom_indices_file=str(indices), progress=False)
+    with pytest.raises(UsageError, match="not both"):
+        convert(adk[1], str(tmp_path / "o.h5md"), atom_indices_file=str(indices), topology=adk[0],
+                select="name CA", progress=False)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Idempotent installer behind `make install`.
 #  1. system packages (Open MPI, parallel HDF5, hdf5-tools) via apt when root, else advice;
-#  2. ./.venv with mpi4py and h5py built from source against parallel HDF5;
+#  2. ./.venv with mpi4py (the binary wheel on Debian's Open MPI; built from source with the
+#     site's mpicc when HDF5_DIR points at a site HDF5, or with MPI4PY_FROM_SOURCE=1) and h5py
+#     built from source against parallel HDF5;
 #  3. hdf5plugin (compression filters) without dependencies, after the parallel h5py;
 #  4. h5mdtool in editable mode with its test and plot extras.
 # Every step is skipped when already done, so a second run takes seconds.
@@ -61,7 +63,13 @@ python_environment() {
     if ! "$VENV/bin/python" -c "import mpi4py, numpy, Cython, pkgconfig" 2>/dev/null; then
         say "installing build requirements and mpi4py"
         $pip install --upgrade pip setuptools wheel
-        $pip install numpy Cython pkgconfig mpi4py
+        $pip install numpy Cython pkgconfig
+        if [ -n "${HDF5_DIR:-}" ] || [ "${MPI4PY_FROM_SOURCE:-0}" = 1 ]; then
+            # a site MPI: build mpi4py against the same MPI that HDF5 was built with
+            MPICC=${MPICC:-mpicc} $pip install --no-binary=mpi4py mpi4py
+        else
+            $pip install mpi4py
+        fi
     fi
     if "$VENV/bin/python" -c "import h5py, sys; sys.exit(0 if h5py.get_config().mpi else 1)" 2>/dev/null; then
         say "h5py with MPI already installed"

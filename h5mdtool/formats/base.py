@@ -39,6 +39,17 @@ def reason(error):
     return text.splitlines()[0]
 
 
+def hdf5_open_error(path, error):
+    """An :class:`InputError` for an HDF5 file h5py could not open, saying why in user terms."""
+    text = reason(error)
+    if "lock" in text.lower():
+        return InputError(
+            f"{path}: locked by another process (HDF5 file locking: is a program still writing it?); "
+            "on a file system without working locks set HDF5_USE_FILE_LOCKING=FALSE"
+        )
+    return InputError(f"{path}: not a readable H5MD file ({text})")
+
+
 def file_stat(path):
     """``os.stat`` of an input trajectory, refusing what cannot be one.
 

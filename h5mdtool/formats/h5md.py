@@ -22,7 +22,7 @@ import re
 import numpy as np
 
 from ..errors import InputError
-from .base import Format, Segment, file_stat, reason
+from .base import Format, Segment, file_stat, hdf5_open_error, reason
 
 #: H5MD element -> (h5mdtool field, unit kind).
 ELEMENTS = {"position": ("positions", "length"), "velocity": ("velocities", "speed"), "force": ("forces", "force")}
@@ -249,7 +249,7 @@ class H5MDFormat(Format):
                                  "does; name another with --group)") from None
             raise
         except (OSError, KeyError, ValueError, TypeError, RuntimeError) as error:
-            raise InputError(f"{path}: not a readable H5MD file ({reason(error)})") from None
+            raise hdf5_open_error(path, error) from None
         n_atoms = found["position"]["n_atoms"]
         for element, facts in found.items():
             if facts["n_atoms"] != n_atoms:
@@ -289,7 +289,7 @@ class H5MDFormat(Format):
         try:
             self.handle = open_h5(segment.path, "r", comm)
         except OSError as error:
-            raise self.error(0, error) from None
+            raise hdf5_open_error(segment.path, error) from None
         indices = self.atom_indices
         self.span = (0, segment.n_atoms) if indices is None else (int(indices.min()), int(indices.max()) + 1)
         pick = None if indices is None else indices - self.span[0]

@@ -22,7 +22,7 @@ from .options import (SIZE, atom_options, emit_json, frame_options, human_bytes,
 @click.option("--block-size", type=SIZE, default="32M", show_default=True, help="Memory for one block of frames (bytes, K/M/G); each rank holds two, decoding one while writing the other.")
 @click.option("--author", default=None, help="Author name recorded in /h5md/author. Default: the user name.")
 @run_options
-def command(inputs, output, topology, select, start, stop, step, velocities, forces, on_overlap, on_truncated,
+def command(inputs, output, topology, select, atom_indices_file, start, stop, step, velocities, forces, on_overlap, on_truncated,
             input_format, group, chunk_frames, precision, velocity_precision, force_precision, contiguous,
             compression, compression_level, shuffle, stripe_count, stripe_size, block_size, author, force,
             progress, as_json):
@@ -54,7 +54,8 @@ def command(inputs, output, topology, select, start, stop, step, velocities, for
 
     comm = resolve()
     summary = convert(
-        list(inputs), output, comm=comm, topology=topology, select=select, start=start,
+        list(inputs), output, comm=comm, topology=topology, select=select, atom_indices_file=atom_indices_file,
+        start=start,
         stop=stop, step=step, velocities=velocities, forces=forces, on_overlap=on_overlap,
         on_truncated=on_truncated, format=input_format, group=group,
         chunk_frames=chunk_frames, contiguous=contiguous, compression=compression,
