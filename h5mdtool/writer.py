@@ -147,21 +147,24 @@ class TrajectoryWriter:
                 element = ELEMENT_NAMES[name]
                 encoding = layout.encoding(name, dtype)
                 options = layout.dataset_options(n_frames, n_atoms, encoding, parallel=comm.size > 1)
+                growable = {"maxshape": (None, n_atoms, 3)} if options["chunks"] else {}
                 value = group.create_dataset(f"{element}/value", shape=(n_frames, n_atoms, 3),
-                                             dtype=encoding.dtype, **options)
+                                             dtype=encoding.dtype, **growable, **options)
                 set_unit(value, encoding.unit)
                 encoding.annotate(value)
                 datasets[name] = value
                 if owner is None:
                     owner = element
-                    datasets["step"] = group.create_dataset(f"{element}/step", shape=(n_frames,), dtype=np.int64, **small)
+                    datasets["step"] = group.create_dataset(f"{element}/step", dtype=np.int64,
+                                                            **series_options((n_frames,)), **small)
                     if times:
-                        datasets["time"] = group.create_dataset(f"{element}/time", shape=(n_frames,), dtype=np.float64, **small)
+                        datasets["time"] = group.create_dataset(f"{element}/time", dtype=np.float64,
+                                                                **series_options((n_frames,)), **small)
                         set_unit(datasets["time"], UNITS["time"])
                 else:
                     link_step_time(group[element], group[owner])
             if "box" in fields:
-                edges = box.create_dataset("edges/value", shape=(n_frames, 3, 3), dtype=np.float32, **small)
+                edges = box.create_dataset("edges/value", dtype=np.float32, **series_options((n_frames, 3, 3)), **small)
                 set_unit(edges, UNITS["box"])
                 datasets["edges"] = edges
                 link_step_time(box["edges"], group[owner])
@@ -192,6 +195,16 @@ class TrajectoryWriter:
             if name in ("step", "time"):
                 continue
             self.rows.write(dataset, start, arrays[name])
+
+
+#: Rows per chunk of step, time and box datasets (512 KiB of int64 steps).
+SERIES_CHUNK_ROWS = 65536
+
+
+def series_options(shape):
+    """Shape, chunks and unlimited first axis of a step, time or box dataset (``--append`` grows them)."""
+    rows = max(1, min(shape[0], SERIES_CHUNK_ROWS))
+    return {"shape": shape, "chunks": (rows,) + shape[1:], "maxshape": (None,) + shape[1:]}
 
 
 def link_step_time(target, source):

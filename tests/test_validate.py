@@ -77,11 +77,11 @@ def many_links(f):
 
 
 def undecodable(f):
-    """velocity/value re-stored as blosc-encoded chunks (blosc is not installed here)."""
+    """velocity/value re-stored with a filter id no plugin provides (30999, unassigned)."""
     del f[f"{TRAJ}/velocity/value"]
     dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
     dcpl.set_chunk((1, 47681, 3))
-    dcpl.set_filter(32001, h5py.h5z.FLAG_OPTIONAL, (0, 0, 0, 0, 4, 1, 1))
+    dcpl.set_filter(30999, h5py.h5z.FLAG_OPTIONAL, (0, 0, 0, 0, 4, 1, 1))
     space = h5py.h5s.create_simple((4, 47681, 3))
     dataset = h5py.Dataset(h5py.h5d.create(f[f"{TRAJ}/velocity"].id, b"value", h5py.h5t.NATIVE_FLOAT, space, dcpl=dcpl))
     for frame in range(4):
