@@ -5,12 +5,18 @@ attributes, damaged objects, datatypes h5py cannot map) and records the failure 
 report instead of raising. Links are looked at before they are followed: soft links are
 resolved one path component at a time (so a loop or a dangling target is reported, not
 raised) and external links, met directly or through a soft link, are never followed.
+:func:`storage` says, from metadata alone, what a dataset declares and what it really
+stores, so that nothing a file merely declares is ever allocated or read.
 :func:`isolated` runs a whole check in a forked child in serial runs, because libhdf5
-itself can crash on damaged metadata.
+itself can crash, or loop for ever, on damaged metadata: the child sends a
+:func:`heartbeat` as it progresses and is stopped when it stays silent too long.
 """
 
+import math
 import os
+import stat
 import sys
+import time
 
 import numpy as np
 
@@ -219,21 +225,96 @@ class Access:
             return None
 
 
+LAYOUTS = {0: "compact", 1: "contiguous", 2: "chunked", 3: "virtual"}
+
+
+def storage(dataset):
+    """What *dataset* declares and what it really stores, from its metadata alone.
+
+    Returns
+    -------
+    dict
+        ``layout`` ("compact", "contiguous", "chunked", "virtual"), ``external`` (raw data
+        in other files: never read), ``declared_chunks`` and ``stored_chunks`` (chunked
+        layout), ``stored_bytes``, ``complete`` (every element has storage) and
+        ``stored_rows``: how many leading rows of the first axis have storage (all rows when
+        complete; the written prefix of a file whose writer stopped early; None when the
+        stored chunks are not a prefix). For a chunked dataset the prefix is found with a
+        binary search of chunk lookups by coordinate, so this costs O(log n) lookups.
+    """
+    plist = dataset.id.get_create_plist()
+    layout = LAYOUTS.get(plist.get_layout(), "unknown")
+    shape = tuple(int(n) for n in dataset.shape or ())
+    facts = {"layout": layout, "external": layout == "virtual" or plist.get_external_count() > 0,
+             "declared_chunks": None, "stored_chunks": None, "stored_bytes": int(dataset.id.get_storage_size()),
+             "complete": True, "stored_rows": shape[0] if shape else None}
+    if facts["external"]:
+        facts["complete"], facts["stored_rows"] = False, None
+        return facts
+    if math.prod(shape) == 0:
+        return facts
+    if layout == "contiguous":
+        if facts["stored_bytes"] == 0:  # allocated on the first write: all or nothing
+            facts["complete"], facts["stored_rows"] = False, 0
+        return facts
+    if layout != "chunked":
+        return facts
+    chunks = tuple(int(c) for c in dataset.chunks)
+    grid = [-(-n // c) for n, c in zip(shape, chunks)]
+    declared = math.prod(grid)
+    stored = int(dataset.id.get_num_chunks())
+    facts["declared_chunks"], facts["stored_chunks"] = declared, stored
+    if stored >= declared:
+        return facts
+    facts["complete"] = False
+    per_row = declared // grid[0]
+
+    def has_storage(row):
+        info = dataset.id.get_chunk_info_by_coord((row * chunks[0],) + (0,) * (len(shape) - 1))
+        return info.byte_offset is not None
+
+    low, high = 0, grid[0]  # rows [0, low) are stored; rows >= high are not
+    while low < high:
+        middle = (low + high) // 2
+        if has_storage(middle):
+            low = middle + 1
+        else:
+            high = middle
+    facts["stored_rows"] = min(low * chunks[0], shape[0]) if low * per_row == stored else None
+    return facts
+
+
+def check_regular_file(path, error=UnreadableError):
+    """Raise *error* unless *path* is an existing regular file (never opens it).
+
+    Opening a FIFO blocks until a writer appears, and a device can be endless: both are
+    refused from :func:`os.stat` alone.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise error(f"{path}: no such file") from None
+    except OSError as problem:
+        raise error(f"{path}: cannot be read ({problem.strerror})") from None
+    if stat.S_ISDIR(mode):
+        raise error(f"{path}: is a directory, not a file")
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+        raise error(f"{path}: is {kind}, not a regular file")
+
+
 def open_hdf5(path):
     """Open *path* read-only with h5py.
 
     Raises
     ------
     UnreadableError
-        If the path is missing, a directory, or not a readable HDF5 file (empty, truncated,
-        another format).
+        If the path is missing, a directory, not a regular file (a FIFO would block the
+        open), or not a readable HDF5 file (empty, truncated, another format).
     """
     import h5py
 
-    if not os.path.exists(path):
-        raise UnreadableError(f"{path}: no such file")
-    if os.path.isdir(path):
-        raise UnreadableError(f"{path}: is a directory, not a file")
+    check_regular_file(path)
     try:
         return h5py.File(path, "r")
     except Exception as error:  # noqa: BLE001 - every way of failing means "cannot be read"
@@ -251,32 +332,75 @@ def _fork_is_safe():
         return False
 
 
+#: Seconds an isolated reader may go without a heartbeat before it is stopped.
+DEFAULT_READ_TIMEOUT = 60.0
+#: Heartbeats are sent at most this often (seconds).
+HEARTBEAT_INTERVAL = 0.5
+
+_heartbeat_sender = None
+_last_heartbeat = 0.0
+
+
+def read_timeout():
+    """Seconds without progress after which :func:`isolated` stops its child (``H5MDTOOL_READ_TIMEOUT``)."""
+    try:
+        value = float(os.environ.get("H5MDTOOL_READ_TIMEOUT", DEFAULT_READ_TIMEOUT))
+    except ValueError:
+        return DEFAULT_READ_TIMEOUT
+    return value if value > 0 else DEFAULT_READ_TIMEOUT
+
+
+def heartbeat():
+    """Tell the parent of an isolated check that it progresses (cheap; a no-op elsewhere).
+
+    Loops over blocks, chunks or objects call this; a libhdf5 call that never returns stops
+    the heartbeats and the parent stops the child after :func:`read_timeout` seconds.
+    """
+    global _last_heartbeat
+    if _heartbeat_sender is None:
+        return
+    now = time.monotonic()
+    if now - _last_heartbeat >= HEARTBEAT_INTERVAL:
+        _last_heartbeat = now
+        _heartbeat_sender()
+
+
 def _run_child(writer, function, args):
     import faulthandler
 
+    global _heartbeat_sender
     faulthandler.disable()  # a crash here is expected and reported by the parent
+    _heartbeat_sender = lambda: writer.send(("beat",))  # noqa: E731
     try:
         outcome = ("ok", function(*args))
     except H5mdToolError as error:
         outcome = ("error", error)
     except BaseException as error:  # noqa: BLE001 - handed to the parent, which raises it
         outcome = ("exception", f"{type(error).__name__}: {error}")
+    _heartbeat_sender = None
     writer.send(outcome)
     writer.close()
 
 
-def isolated(function, *args):
-    """Run ``function(*args)`` where a crash of libhdf5 cannot take this process down.
+def isolated(function, *args, timeout=None):
+    """Run ``function(*args)`` where a crash or a hang of libhdf5 cannot take this process down.
 
     HDF5 itself can crash (segmentation fault) on damaged metadata, for instance a corrupt
-    fractal-heap block of a group (seen with HDF5 1.10.8). Serial runs therefore read files
-    in a forked child; under MPI (fork is unsafe after MPI_Init with some networks) the
-    function runs in this process.
+    fractal-heap block of a group, or loop for ever, for instance on a corrupt global heap
+    (both seen with HDF5 1.10.8). Serial runs therefore read files in a forked child, which
+    is stopped when it sends no :func:`heartbeat` for *timeout* seconds; under MPI (fork is
+    unsafe after MPI_Init with some networks) the function runs in this process.
+
+    Parameters
+    ----------
+    timeout : float, optional
+        Seconds without progress; default :func:`read_timeout`.
 
     Returns
     -------
     tuple
-        ``("ok", value)``, ``("error", H5mdToolError)`` or ``("crash", signal number)``.
+        ``("ok", value)``, ``("error", H5mdToolError)``, ``("crash", signal number)`` or
+        ``("timeout", seconds)``.
 
     Raises
     ------
@@ -290,13 +414,22 @@ def isolated(function, *args):
             return ("error", error)
     import multiprocessing
 
+    timeout = read_timeout() if timeout is None else float(timeout)
     context = multiprocessing.get_context("fork")
     reader, writer = context.Pipe(duplex=False)
     child = context.Process(target=_run_child, args=(writer, function, args))
     child.start()
     writer.close()
+    outcome = None
     try:
-        outcome = reader.recv()
+        while outcome is None:
+            if not reader.poll(timeout):
+                child.kill()
+                outcome = ("timeout", timeout)
+                break
+            message = reader.recv()
+            if message[0] != "beat":
+                outcome = message
     except EOFError:
         outcome = None
     finally:

@@ -109,9 +109,12 @@ def print_report(report, notes=False):
         comparison = file.comparison
         if comparison and comparison.get("compared_frames") is not None and not comparison.get("n_differing"):
             if comparison["n_atoms"] == comparison["source_n_atoms"] and comparison["compared_frames"]:
-                fields = ", ".join(comparison["fields"] + (["box"] if comparison["box_compared"] else []))
-                click.echo(f"  {comparison['compared_frames']} frames equal to the source ({fields}, step, time) "
-                           f"on {_plural(comparison['n_ranks'], 'rank')}")
+                fields = comparison["fields"] + (["box"] if comparison["box_compared"] else []) + ["step"]
+                if comparison.get("time_compared", True):
+                    fields.append("time")
+                click.echo(f"  {comparison['compared_frames']} frames equal to the source ({', '.join(fields)}) "
+                           f"on {_plural(comparison['n_ranks'], 'rank')}"
+                           + ("" if comparison.get("time_compared", True) else "; time not compared: the file stores none"))
     if len(report.files) > 1:
         click.echo(f"{_plural(len(report.files), 'file')}: {_plural(report.errors, 'error')}, "
                    f"{_plural(report.warnings, 'warning')}"
