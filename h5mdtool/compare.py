@@ -128,10 +128,10 @@ def _beyond(mine, theirs, absolute, relative, per_frame=None):
         bad = mine != theirs
     else:
         a, b = mine.astype(np.float64), theirs.astype(np.float64)
-        limit = absolute + relative * np.abs(b)
-        if per_frame is not None:
-            limit = limit + per_frame.reshape((-1,) + (1,) * (b.ndim - 1))
         with np.errstate(invalid="ignore", over="ignore"):
+            limit = absolute + relative * np.abs(b)
+            if per_frame is not None:
+                limit = limit + per_frame.reshape((-1,) + (1,) * (b.ndim - 1))
             bad = np.abs(a - b) > limit
     if mine.dtype.kind == "f" or theirs.dtype.kind == "f":
         bad |= ~np.isfinite(mine)
