@@ -283,16 +283,24 @@ def check_values(report, element, name, box, n_rows):
 
 
 def _far_outside(mins, maxs, matrices, periodic):
-    """Frames whose bounding box lies more than FAR_BOX_LENGTHS beyond one periodic face."""
+    """Frames whose bounding box lies more than FAR_BOX_LENGTHS beyond one periodic face.
+
+    The corners of the frame's bounding box are turned into fractional coordinates; when all
+    of them lie beyond a face, every atom does (exact for a cuboid box, a sufficient
+    condition for a triclinic one). With open directions only cuboid boxes are judged.
+    """
     dimension = mins.shape[1]
     corners = np.array(np.meshgrid(*[[0, 1]] * dimension, indexing="ij")).reshape(dimension, -1).T  # (2^D, D)
     points = np.where(corners[None, :, :] == 0, mins[:, None, :], maxs[:, None, :])  # (k, 2^D, D)
+    periodic = np.asarray(periodic, dtype=bool)
     with np.errstate(all="ignore"):
         usable = np.isfinite(matrices).all(axis=(1, 2)) & (np.abs(np.linalg.det(np.where(np.isfinite(matrices), matrices, 0.0))) > 0)
+        if not periodic.all():  # only a cuboid box separates periodic from open directions
+            usable &= ~(matrices - matrices * np.eye(dimension)).any(axis=(1, 2))
         inverse = np.linalg.inv(np.where(usable[:, None, None], matrices, np.eye(dimension)))
         fractional = np.einsum("kcd,kde->kce", points, inverse)  # r = s H  =>  s = r H^-1
     beyond = (fractional.min(axis=1) > 1 + FAR_BOX_LENGTHS) | (fractional.max(axis=1) < -FAR_BOX_LENGTHS)
-    return usable & (beyond[:, np.asarray(periodic, dtype=bool)]).any(axis=1)
+    return usable & beyond[:, periodic].any(axis=1)
 
 
 def series_problems(dataset, length, block=SERIES_BLOCK):
