@@ -109,11 +109,13 @@ def readable_rows(report, dataset, path, what):
         return shape[0]
     rows = facts["stored_rows"]
     if rows is not None:
-        missing = f"rows {rows}-{shape[0] - 1}" if shape[0] - rows > 1 else f"row {rows}"
-        report.add("DATA006", path, f"the {what} declares {shape[0]} rows but only rows 0-{rows - 1} were stored; {missing} were never written (readers get the fill value)"
-                   if rows else f"the {what} declares {shape[0]} rows but none was ever stored (readers get the fill value)")
+        if rows:
+            missing = f"rows {rows}-{shape[0] - 1} were" if shape[0] - rows > 1 else f"row {rows} was"
+            report.add("DATA006", path, f"{what}: {shape[0]} rows declared, only rows 0-{rows - 1} stored; {missing} never written (readers get the fill value)")
+        else:
+            report.add("DATA006", path, f"{what}: {shape[0]} rows declared, none stored (readers get the fill value)")
         return rows
-    report.add("DATA006", path, f"the {what} declares {shape[0]} rows but stores only {facts['stored_chunks']} of its {facts['declared_chunks']} chunks, "
+    report.add("DATA006", path, f"{what}: {shape[0]} rows declared, only {facts['stored_chunks']} of {facts['declared_chunks']} chunks stored, "
                "not a written prefix: the rows without storage read as the fill value; not checked")
     return 0
 

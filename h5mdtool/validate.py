@@ -915,26 +915,12 @@ def validate_file(path, profile="all", label=None):
     return report
 
 
-def _tiling_problem(document):
-    """Why the parts of a raw manifest document do not tile its frames, or None."""
-    try:
-        expected = 0
-        for number, part in enumerate(document["parts"]):
-            start, stop = int(part["start"]), int(part["stop"])
-            if start != expected or stop <= start:
-                return f"part {number} ({part.get('path')}) covers frames {start}-{stop}, expected a start at {expected}"
-            expected = stop
-        if expected != int(document["n_frames"]):
-            return f"the parts cover {expected} frames but the manifest says {document['n_frames']}"
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
-    return None
-
-
 def validate_manifest(path, profile="all", label=None):
-    """Check a split ``manifest.json``: its fields, and that its parts exist, match and tile.
+    """Check a split ``manifest.json``: its document, and that its parts exist, match and tile.
 
-    H5MD parts are validated too (their findings are prefixed with the part's name).
+    Every problem is reported with its own rule (``MAN001``-``MAN015``, see
+    :mod:`h5mdtool.manifest`); H5MD parts are validated too (their findings are prefixed
+    with the part's name).
 
     Returns
     -------
@@ -944,59 +930,36 @@ def validate_manifest(path, profile="all", label=None):
     Raises
     ------
     UnreadableError
-        If the manifest is missing, a directory without manifest.json, or not JSON.
+        If the manifest is missing, not a regular file, a directory without manifest.json,
+        or not JSON.
     """
-    from .manifest import read_manifest
-    from .sources import scan_segment
+    from .manifest import document_problems, load_document, manifest_file, part_problems
 
-    if os.path.isdir(path):
-        path = os.path.join(path, "manifest.json")
-    if not os.path.isfile(path):
-        raise UnreadableError(f"{path}: no such file")
-    try:
-        with open(path) as handle:
-            document = json.load(handle)
-    except (OSError, ValueError) as error:
-        raise UnreadableError(f"{path}: not a readable JSON manifest ({reason(error)})") from None
+    path = manifest_file(path)
+    document = load_document(path, UnreadableError)
     report = FileReport(label or path, kind="manifest")
-    try:
-        manifest = read_manifest(path)
-    except InputError as error:
-        problem = _tiling_problem(document) if isinstance(document, dict) else None
-        if problem:
-            report.add("MAN005", "/", problem)
-        else:
-            report.add("MAN001", "/", str(error))
+    problems, manifest = document_problems(document, os.path.dirname(os.path.abspath(path)))
+    for problem in problems:
+        report.add(problem.rule, problem.where, problem.message)
+    if manifest is None:
         return report, None
+    manifest.path = os.path.abspath(path)
+    problems, facts = part_problems(manifest)
+    for problem in problems:
+        report.add(problem.rule, problem.where, problem.message)
     for part in manifest.parts:
-        name = part.relative_path
-        if not os.path.isfile(part.path):
-            report.add("MAN002", name, "part listed in the manifest is missing")
+        found = facts.get(part.path)
+        if found is None or found.format != "H5MD":
             continue
-        size = os.path.getsize(part.path)
-        if size != part.bytes:
-            report.add("MAN003", name, f"{size} bytes on disk, {part.bytes} in the manifest")
         try:
-            segment = scan_segment(part.path)
-        except H5mdToolError as error:
-            report.add("MAN004", name, f"part cannot be read: {error}")
+            part_report = validate_file(part.path, profile, label=part.path)
+        except UnreadableError as error:
+            report.add("MAN004", part.relative_path, str(error))
             continue
-        except Exception as error:  # noqa: BLE001 - any unreadable part is a finding
-            report.add("MAN004", name, f"part cannot be read: {reason(error)}")
-            continue
-        if segment.n_frames != part.n_frames:
-            report.add("MAN004", name, f"holds {segment.n_frames} frames, the manifest says {part.n_frames}")
-        if segment.n_atoms != manifest.n_atoms:
-            report.add("MAN006", name, f"holds {segment.n_atoms} atoms, the manifest says {manifest.n_atoms}")
-        if segment.format == "H5MD":
-            try:
-                part_report = validate_file(part.path, profile, label=part.path)
-            except UnreadableError as error:
-                report.add("MAN004", name, str(error))
-                continue
-            for finding in part_report.findings:
-                report.add(finding.rule, f"{name}:{finding.path}", finding.message, finding.fix, finding.severity)
-    comparable = not any(f.rule in ("MAN002", "MAN004", "MAN006") for f in report.findings)
+        for finding in part_report.findings:
+            report.add(finding.rule, f"{part.relative_path}:{finding.path}", finding.message, finding.fix, finding.severity)
+    blocking = ("MAN001", "MAN002", "MAN004", "MAN006", "MAN012", "MAN013")
+    comparable = not any(f.rule in blocking for f in report.findings)
     return report, manifest if comparable else None
 
 
@@ -1014,6 +977,10 @@ def _check_path(path, profile):
     report = FileReport(path, kind=kind)
     if outcome[0] == "crash":
         report.add("FILE004", "/", f"libhdf5 crashed (signal {outcome[1]}) while reading the file: its metadata is damaged; no other check could run")
+        return report, None
+    if outcome[0] == "timeout":
+        report.add("FILE005", "/", f"reading the file made no progress for {outcome[1]:g} s (libhdf5 loops on damaged metadata?); "
+                   "the reader was stopped and no other check could run (H5MDTOOL_READ_TIMEOUT sets the limit)")
         return report, None
     error = outcome[1]
     if isinstance(error, UnreadableError):
@@ -1086,7 +1053,8 @@ def validate(paths, *, comm=None, profile="all", against=None, tolerance=None, s
         if source is None or not report.readable:
             continue
         if compared is None:
-            report.add("AGAINST003", "/", "not compared with the source: the manifest's parts are missing or unreadable")
+            broken = sorted({f.rule for f in report.errors if f.rule.startswith("MAN")})
+            report.add("AGAINST003", "/", f"not compared with the source: fix the manifest first ({', '.join(broken)})")
             continue
         try:
             result = compare_with_source(compared, source, comm=comm, tolerance=tolerance, progress=progress)

@@ -227,7 +227,7 @@ def test_declared_but_never_stored(tmp_path, good):
         dataset.attrs.update(attributes)
 
     path = changed(tmp_path, good, prefix)
-    assert found(path, "DATA006") == [(f"/{POSITION}", "the position values declares 4 rows but only rows 0-1 were stored; rows 2-3 were never written (readers get the fill value)")]
+    assert found(path, "DATA006") == [(f"/{POSITION}", "position values: 4 rows declared, only rows 0-1 stored; rows 2-3 were never written (readers get the fill value)")]
     assert found(path, "DATA001") == []  # the unstored frames are not read
 
     def holes(f):
