@@ -34,6 +34,7 @@ RULES = {
     "FILE003": Rule(ERROR, "any", "an object, attribute or dataset cannot be read (damaged, or a datatype h5py cannot map)", "regenerate the file"),
     "FILE004": Rule(ERROR, "any", "libhdf5 itself crashed while reading the file (damaged metadata); serial runs read files in a child process so that only it dies, and no other check could run", "regenerate or copy the file again"),
     "FILE005": Rule(ERROR, "any", "reading the file made no progress for `H5MDTOOL_READ_TIMEOUT` seconds (default 60): libhdf5 loops on damaged metadata (seen with a corrupt global heap); serial runs stop the child process reading it, and no other check could run", "regenerate or copy the file again"),
+    "FILE006": Rule(WARNING, "any", "a dataset the checks read (per-atom values, step, time, box edges) uses an HDF5 filter that is not available here: its values were not checked", "pip install hdf5plugin (h5mdtool loads it when it is installed), or point HDF5_PLUGIN_PATH at the filter's plugin"),
     "LINK001": Rule(WARNING, "any", "an external link, a virtual dataset or a dataset whose raw data lives in external files: reported, never followed or read (the target may be missing, slow or a FIFO that blocks forever); readers need the other files", "copy the data into the file (h5mdtool convert does) or ship all the files"),
     "LINK002": Rule(ERROR, "any", "a soft link that cannot be resolved (dangling, or a loop); a warning outside the groups H5MD defines", "remove or repair the link"),
     # H5MD 1.1

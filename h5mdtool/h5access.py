@@ -303,8 +303,17 @@ def check_regular_file(path, error=UnreadableError):
         raise error(f"{path}: is {kind}, not a regular file")
 
 
+def load_filter_plugins():
+    """Register hdf5plugin's filters (Zstd, Blosc, Bitshuffle, ...) with HDF5 when it is installed."""
+    try:
+        import hdf5plugin  # noqa: F401 - importing it registers the filters
+    except Exception:  # noqa: BLE001 - not installed, or broken: its filters stay unavailable
+        return False
+    return True
+
+
 def open_hdf5(path):
-    """Open *path* read-only with h5py.
+    """Open *path* read-only with h5py (hdf5plugin's filters loaded when it is installed).
 
     Raises
     ------
@@ -315,6 +324,7 @@ def open_hdf5(path):
     import h5py
 
     check_regular_file(path)
+    load_filter_plugins()
     try:
         return h5py.File(path, "r")
     except Exception as error:  # noqa: BLE001 - every way of failing means "cannot be read"

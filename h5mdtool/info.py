@@ -45,8 +45,7 @@ def missing_filters_note(dataset):
         return f"not shown because its filters cannot be read ({type(error).__name__})"
     if not missing:
         return None
-    names = ", ".join(missing)
-    return f"not shown because the filter {names} is not available ({PLUGIN_HINT})"
+    return f"not shown because {', '.join(missing)} is not available ({PLUGIN_HINT})"
 
 
 def _number(value, integer):
@@ -81,6 +80,7 @@ def _series(a, dataset, path, n_frames):
               "unit": text_of(a.attr(dataset, "unit", path)), "dtype": str(dtype)}
     if dtype.kind not in "iuf":
         return dict(record, note=f"not shown because it holds {dtype}, not numbers")
+    record["mode"] = "fixed" if shape == () else "explicit"
     note = missing_filters_note(dataset)
     if note:
         return dict(record, note=note)

@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from . import lint
 from .h5access import heartbeat, reason, storage
 
 #: Memory for one block of per-atom data (whole chunks; one chunk when a chunk is larger).
@@ -93,8 +94,9 @@ def unit_of(dataset):
 def readable_rows(report, dataset, path, what):
     """Rows of *dataset*'s first axis that may be read; reports DATA006 (or LINK001) first.
 
-    Returns 0 for data kept in other files (virtual datasets, external storage: never read)
-    and for data whose storage has holes that are not a written prefix.
+    Returns 0 for data kept in other files (virtual datasets, external storage: never read),
+    for data encoded with a filter that is not available (FILE006) and for data whose
+    storage has holes that are not a written prefix.
     """
     try:
         facts = storage(dataset)
@@ -102,6 +104,14 @@ def readable_rows(report, dataset, path, what):
         report.add("FILE003", path, f"cannot read the storage of the {what}: {reason(error)}")
         return 0
     shape = dataset.shape
+    try:
+        missing = lint.unavailable_filters(dataset)
+    except Exception as error:  # noqa: BLE001
+        report.add("FILE003", path, f"cannot read the filters of the {what}: {reason(error)}")
+        return 0
+    if missing:
+        report.add("FILE006", path, f"{what} not checked: {', '.join(missing)} is not available here")
+        return 0
     if facts["external"]:
         report.add("LINK001", path, "a virtual dataset, or raw data kept in external files: not read")
         return 0

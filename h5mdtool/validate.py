@@ -746,8 +746,8 @@ class MDAnalysisProfile:
             if shape is None or len(shape) != 3 or shape[2] != 3:
                 self.add("MDA004", element_path, f"{name} must be a group with [n][N][3] values for MDAnalysis, found {'shape ' + str(shape) if shape else 'none'}")
                 continue
-            for filter_name in self.unavailable(value, f"{element_path}/value"):
-                self.add("MDA010", f"{element_path}/value", f"filter {filter_name} is not available to this h5py/HDF5: the values cannot be decoded here")
+            for label in self.unavailable(value, f"{element_path}/value"):
+                self.add("MDA010", f"{element_path}/value", f"{label} is not available to this h5py/HDF5: the values cannot be decoded here")
             if first is None:
                 first = {"name": name, "path": element_path, "group": obj, "n_frames": shape[0], "n_atoms": shape[1]}
                 if shape[0] == 0:
