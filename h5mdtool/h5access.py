@@ -228,6 +228,12 @@ class Access:
 LAYOUTS = {0: "compact", 1: "contiguous", 2: "chunked", 3: "virtual"}
 
 
+def keeps_data_elsewhere(dataset):
+    """True for a virtual dataset or one whose raw data live in external files (never read)."""
+    plist = dataset.id.get_create_plist()
+    return LAYOUTS.get(plist.get_layout()) == "virtual" or plist.get_external_count() > 0
+
+
 def storage(dataset):
     """What *dataset* declares and what it really stores, from its metadata alone.
 
@@ -245,7 +251,7 @@ def storage(dataset):
     plist = dataset.id.get_create_plist()
     layout = LAYOUTS.get(plist.get_layout(), "unknown")
     shape = tuple(int(n) for n in dataset.shape or ())
-    facts = {"layout": layout, "external": layout == "virtual" or plist.get_external_count() > 0,
+    facts = {"layout": layout, "external": keeps_data_elsewhere(dataset),
              "declared_chunks": None, "stored_chunks": None, "stored_bytes": int(dataset.id.get_storage_size()),
              "complete": True, "stored_rows": shape[0] if shape else None}
     if facts["external"]:

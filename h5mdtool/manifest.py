@@ -45,6 +45,8 @@ PART_EXTENSIONS = {"XTC": (".xtc",), "TRR": (".trr",), "DCD": (".dcd",), "H5MD":
 PART_COUNTS = ("start", "stop", "n_frames", "bytes")
 STEP_KEYS = ("first_step", "last_step")
 TIME_KEYS = ("first_time", "last_time")
+#: How every MAN005 message starts.
+NOT_TILED = "the parts do not tile the frames"
 #: Relative agreement of a recorded time with the part's (float32 resolution, as compare).
 TIME_RELATIVE = float(np.finfo(np.float32).eps)
 
@@ -271,20 +273,20 @@ def _tiling_problems(parts, n_frames):
     for part in sorted(parts, key=lambda p: (p.start, p.stop)):
         frames = f"frames {part.start}-{part.stop}"
         if part.stop <= part.start:
-            problems.append(Problem("MAN005", part.relative_path, f"covers {frames}: a part holds at least one frame"))
+            problems.append(Problem("MAN005", part.relative_path, f"{NOT_TILED}: it covers {frames}, and a part holds at least one frame"))
             continue
         if part.n_frames != part.stop - part.start:
-            problems.append(Problem("MAN005", part.relative_path, f"n_frames is {part.n_frames} but it covers {frames} ({part.stop - part.start})"))
+            problems.append(Problem("MAN005", part.relative_path, f"{NOT_TILED}: n_frames is {part.n_frames} but it covers {frames} ({part.stop - part.start})"))
         if previous is not None and (part.start, part.stop) == (previous.start, previous.stop):
             problems.append(Problem("MAN008", part.relative_path, f"covers {frames}, as {previous.relative_path} does"))
         elif part.start < expected:
             problems.append(Problem("MAN010", part.relative_path, f"covers {frames} but {previous.relative_path} already covers frames up to {expected}"))
         elif part.start > expected:
-            problems.append(Problem("MAN005", part.relative_path, f"starts at frame {part.start}: frames {expected}-{part.start} are in no part (a missing part)"))
+            problems.append(Problem("MAN005", part.relative_path, f"{NOT_TILED}: it starts at frame {part.start}, frames {expected}-{part.start} are in no part (a missing part)"))
         expected = max(expected, part.stop)
         previous = part
     if expected != n_frames:
-        problems.append(Problem("MAN005", "/", f"the parts cover frames 0-{expected} but the manifest says {n_frames} frames"))
+        problems.append(Problem("MAN005", "/", f"{NOT_TILED}: they cover frames 0-{expected} but the manifest says {n_frames} frames"))
     return problems
 
 

@@ -24,8 +24,8 @@ import numpy as np
 
 from . import lint, sanity
 from .errors import H5mdToolError, InputError, UnreadableError, UsageError
-from .h5access import (Access, heartbeat, integers, is_dataset, is_group, isolated, join_path, open_hdf5, reason,
-                       storage, text_of)
+from .h5access import (Access, heartbeat, integers, is_dataset, is_group, isolated, join_path, keeps_data_elsewhere,
+                       open_hdf5, reason, text_of)
 from .findings import FileReport, ValidationReport
 from .mpi import debug_enabled, entry_point, root_call
 
@@ -166,7 +166,7 @@ class Checker:
     def external_storage(self, dataset, path):
         """True (and LINK001) for a virtual dataset or one whose raw data lives in external files."""
         try:
-            external = storage(dataset)["external"]
+            external = keeps_data_elsewhere(dataset)
         except Exception as error:  # noqa: BLE001
             self.add("FILE003", path, f"cannot read the dataset's storage: {reason(error)}")
             return False
