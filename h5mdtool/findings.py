@@ -32,8 +32,8 @@ RULES = {
     "FILE001": Rule(ERROR, "any", "the file cannot be read at all: missing, a directory, not a regular file (a FIFO, a device), not HDF5 (or not JSON for a manifest), truncated; exit status 2", "check the path; regenerate or copy the file again"),
     "FILE002": Rule(ERROR, "any", "a group cannot be listed", "the file is damaged: regenerate it"),
     "FILE003": Rule(ERROR, "any", "an object, attribute or dataset cannot be read (damaged, or a datatype h5py cannot map)", "regenerate the file"),
-    "FILE004": Rule(ERROR, "any", "libhdf5 itself crashed while reading the file (damaged metadata); serial runs read files in a child process so that only it dies, and no other check could run", "regenerate or copy the file again"),
-    "FILE005": Rule(ERROR, "any", "reading the file made no progress for `H5MDTOOL_READ_TIMEOUT` seconds (default 60): libhdf5 loops on damaged metadata (seen with a corrupt global heap); serial runs stop the child process reading it, and no other check could run", "regenerate or copy the file again"),
+    "FILE004": Rule(ERROR, "any", "libhdf5 itself crashed while reading the file (damaged metadata); files are read in a child process so that only it dies, and no other check could run", "regenerate or copy the file again"),
+    "FILE005": Rule(ERROR, "any", "reading the file made no progress for `H5MDTOOL_READ_TIMEOUT` seconds (default 60): libhdf5 loops on damaged metadata (seen with a corrupt global heap); the child process reading it is stopped, and no other check could run", "regenerate or copy the file again"),
     "FILE006": Rule(WARNING, "any", "a dataset the checks read (per-atom values, step, time, box edges) uses an HDF5 filter that is not available here: its values were not checked", "pip install hdf5plugin (h5mdtool loads it when it is installed), or point HDF5_PLUGIN_PATH at the filter's plugin"),
     "LINK001": Rule(WARNING, "any", "an external link, a virtual dataset or a dataset whose raw data lives in external files: reported, never followed or read (the target may be missing, slow or a FIFO that blocks forever); readers need the other files", "copy the data into the file (h5mdtool convert does) or ship all the files"),
     "LINK002": Rule(ERROR, "any", "a soft link that cannot be resolved (dangling, or a loop); a warning outside the groups H5MD defines", "remove or repair the link"),
@@ -135,6 +135,8 @@ class FileReport:
     findings: list = field(default_factory=list)
     readable: bool = True
     comparison: dict = None
+    #: MDAnalysis reads that succeeded ("serial", "mpio"); not part of the JSON document
+    read_checks: list = field(default_factory=list)
 
     def add(self, rule, path, message, fix=None, severity=None):
         """Record a finding of *rule* (its default severity and fix unless *severity*, *fix* are given)."""

@@ -337,15 +337,30 @@ def open_hdf5(path):
         raise UnreadableError(f"{path}: not a readable HDF5 file (empty, truncated or another format: {reason(error)})") from None
 
 
-def _fork_is_safe():
-    """Forking is safe here: POSIX, MPI not started in this process, not disabled."""
+def _isolation():
+    """How :func:`isolated` runs: "fork", "spawn" (MPI is running in this process) or "inline"."""
     if os.environ.get("H5MDTOOL_ISOLATE", "1") in ("0", "no", "false") or not hasattr(os, "fork"):
-        return False
+        return "inline"
     module = sys.modules.get("mpi4py.MPI")
     try:
-        return module is None or not module.Is_initialized() or module.Is_finalized()
+        mpi_running = module is not None and module.Is_initialized() and not module.Is_finalized()
     except Exception:  # noqa: BLE001
-        return False
+        return "inline"
+    return "spawn" if mpi_running else "fork"
+
+
+#: Environment variables of MPI launchers: a spawned reader must not believe it is a rank.
+LAUNCHER_PREFIXES = ("OMPI_", "PMIX_", "PMI_", "HYDRA_", "MPI_LOCAL", "I_MPI_", "SLURM_STEP", "SLURM_PROCID")
+#: The spawned reader: sets sys.path as the parent's, then runs the function (see :func:`_spawn`).
+SPAWNED_READER = (
+    "import os, pickle, sys\n"
+    "from multiprocessing.connection import Connection\n"
+    "path, payload = pickle.loads(sys.stdin.buffer.read())\n"
+    "sys.path[:] = path\n"
+    "from h5mdtool.h5access import _run_child\n"
+    "function, args = pickle.loads(payload)\n"
+    "_run_child(Connection(int(sys.argv[1]), readable=False), function, args)\n"
+)
 
 
 #: Seconds an isolated reader may go without a heartbeat before it is stopped.
@@ -403,9 +418,11 @@ def isolated(function, *args, timeout=None):
 
     HDF5 itself can crash (segmentation fault) on damaged metadata, for instance a corrupt
     fractal-heap block of a group, or loop for ever, for instance on a corrupt global heap
-    (both seen with HDF5 1.10.8). Serial runs therefore read files in a forked child, which
-    is stopped when it sends no :func:`heartbeat` for *timeout* seconds; under MPI (fork is
-    unsafe after MPI_Init with some networks) the function runs in this process.
+    (both seen with HDF5 1.10.8). Files are therefore read in a child process, which is
+    stopped when it sends no :func:`heartbeat` for *timeout* seconds: a forked child in
+    serial runs, a fresh interpreter (fork and exec) once MPI is running in this process,
+    since a plain fork after MPI_Init is unsafe with some networks. ``H5MDTOOL_ISOLATE=0``
+    runs the function in this process.
 
     Parameters
     ----------
@@ -423,19 +440,14 @@ def isolated(function, *args, timeout=None):
     RuntimeError
         If the function failed with another exception in the child (a bug).
     """
-    if not _fork_is_safe():
+    mode = _isolation()
+    if mode == "inline":
         try:
             return ("ok", function(*args))
         except H5mdToolError as error:
             return ("error", error)
-    import multiprocessing
-
     timeout = read_timeout() if timeout is None else float(timeout)
-    context = multiprocessing.get_context("fork")
-    reader, writer = context.Pipe(duplex=False)
-    child = context.Process(target=_run_child, args=(writer, function, args))
-    child.start()
-    writer.close()
+    child, reader = _spawn(function, args) if mode == "spawn" else _fork(function, args)
     outcome = None
     try:
         while outcome is None:
@@ -450,9 +462,47 @@ def isolated(function, *args, timeout=None):
         outcome = None
     finally:
         reader.close()
-        child.join()
+        exitcode = child.wait() if mode == "spawn" else (child.join() or child.exitcode)
     if outcome is None:
-        return ("crash", -child.exitcode if child.exitcode and child.exitcode < 0 else child.exitcode)
+        return ("crash", -exitcode if exitcode and exitcode < 0 else exitcode)
     if outcome[0] == "exception":
         raise RuntimeError(outcome[1])
     return outcome
+
+
+def _fork(function, args):
+    """A forked child running *function*; returns (process, connection to read)."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    reader, writer = context.Pipe(duplex=False)
+    child = context.Process(target=_run_child, args=(writer, function, args))
+    child.start()
+    writer.close()
+    return child, reader
+
+
+def _spawn(function, args):
+    """A fresh interpreter running *function* (fork and exec: safe after MPI_Init).
+
+    The child gets this process's ``sys.path`` and an environment without the MPI launcher's
+    variables, so it never starts MPI; results and heartbeats come back on a pipe.
+    """
+    import pickle
+    import subprocess
+    from multiprocessing.connection import Connection
+
+    read_fd, write_fd = os.pipe()
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(LAUNCHER_PREFIXES)}
+    environment["H5MDTOOL_MPI"] = "0"
+    try:
+        child = subprocess.Popen([sys.executable, "-c", SPAWNED_READER, str(write_fd)], stdin=subprocess.PIPE,
+                                 pass_fds=(write_fd,), env=environment)
+    finally:
+        os.close(write_fd)
+    try:
+        child.stdin.write(pickle.dumps((list(sys.path), pickle.dumps((function, args)))))
+        child.stdin.close()
+    except OSError:  # the child died at once: its exit status tells
+        pass
+    return child, Connection(read_fd, writable=False)

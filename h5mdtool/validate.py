@@ -843,11 +843,19 @@ class MDAnalysisProfile:
         if failure:
             self.add("MDA900", "/", f"MDAnalysis's H5MDReader: {failure}")
             return
-        comm = _mpi_self()
-        if comm is not None:
-            failure = _mdanalysis_read(path, driver="mpio", comm=comm)
-            if failure:
-                self.add("MDA901", "/", f"MDAnalysis's H5MDReader with driver='mpio': {failure}")
+        self.checker.report.read_checks.append("serial")
+        mpio_read_check(self.checker.report, path)
+
+
+def mpio_read_check(report, path):
+    """MDA901: read *path* through MPI-IO on MPI.COMM_SELF when MPI runs in this process."""
+    comm = _mpi_self()
+    if comm is None or "mpio" in report.read_checks:
+        return
+    report.read_checks.append("mpio")
+    failure = _mdanalysis_read(path, driver="mpio", comm=comm)
+    if failure:
+        report.add("MDA901", "/", f"MDAnalysis's H5MDReader with driver='mpio': {failure}")
 
 
 def _mdanalysis_read(path, **options):
@@ -973,7 +981,10 @@ def _check_path(path, profile):
     kind = "manifest" if is_manifest_path(path) else "h5md"
     outcome = isolated(_check_path_here, path, profile, kind)
     if outcome[0] == "ok":
-        return outcome[1]
+        report, compared = outcome[1]
+        if "serial" in report.read_checks:  # the child read it; through MPI-IO only this process can
+            mpio_read_check(report, path)
+        return report, compared
     report = FileReport(path, kind=kind)
     if outcome[0] == "crash":
         report.add("FILE004", "/", f"libhdf5 crashed (signal {outcome[1]}) while reading the file: its metadata is damaged; no other check could run")

@@ -166,3 +166,29 @@ def test_info_stripe_alignment_is_not_quadratic(tmp_path):
     alignment = json.loads(result.stdout)["stripe_alignment"]
     assert alignment["chunks"] == n_chunks and 0 < alignment["inspected"] <= 256
     assert elapsed < 30, elapsed
+
+
+@pytest.mark.mpi
+def test_hdf5_hang_is_stopped_under_mpi(comm, shared_tmp, adk, monkeypatch):
+    """Under mpirun the file is read in a fresh interpreter (fork and exec), stopped the same way."""
+    from h5mdtool import info, validate
+    from h5mdtool.errors import InputError
+
+    source = os.path.join(shared_tmp, "source.h5md")
+    convert(adk[1], source, comm=comm, progress=False, stop=3)
+    comm.Barrier()
+    path = None
+    if comm.rank == 0:
+        path = _spinning_file(source, __import__("pathlib").Path(shared_tmp))
+    path = comm.bcast(path)
+    monkeypatch.setenv("H5MDTOOL_READ_TIMEOUT", "3")
+    started = time.monotonic()
+    report = validate([path], comm=comm)
+    rules = [f.rule for f in report.files[0].findings]
+    if "FILE005" not in rules:
+        pytest.skip("this HDF5 does not loop on this corruption")
+    assert rules == ["FILE005"] and report.exit_code == 1 and time.monotonic() - started < 60
+    with pytest.raises(InputError, match="made no progress for 3 s"):
+        info(path, comm=comm)
+    clean = validate([source], comm=comm)
+    assert clean.exit_code == 0 and clean.files[0].read_checks == (["serial", "mpio"] if comm.size > 1 else ["serial"])
