@@ -122,6 +122,8 @@ def test_against_reports_every_changed_value_at_its_frame(comm, shared_tmp, sour
             continue
         assert found == [(frame, [differs])], (tolerance, result)
         assert result["n_differing"] == 1
+    if kind not in ("changed", "nan"):
+        return  # the whole command once per field and kind of change (each run starts a reader process under MPI)
     report = validate([path], comm=comm, against=[paths[fmt]], tolerance=0.5 if kind != "changed" else None)
     assert report.exit_code == 1
     against = [f for f in report.files[0].errors if f.rule == "AGAINST002"]
