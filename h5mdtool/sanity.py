@@ -160,7 +160,7 @@ class Extremes:
         self.rows = rows
         self.budget = budget
         self.dtype = dataset.dtype.newbyteorder("=")
-        self.buffer = np.empty(max(1, budget // self.dtype.itemsize), self.dtype)
+        self.buffer = np.empty(0, self.dtype)  # grows to the largest block (at most the budget or one chunk)
 
     def blocks(self):
         """Yield ``(first, mins, maxs)``: float64 arrays ``(k, D)`` for frames ``first...first + k``."""
