@@ -35,6 +35,8 @@ class ErrorHandlingGroup(click.Group):
             if not error.collective or _rank() == 0:
                 click.echo(f"error: {error}", err=True)
             sys.exit(error.exit_code)
+        except BrokenPipeError:
+            stop_on_closed_output()
         except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
             raise
         except KeyboardInterrupt:
@@ -77,7 +79,33 @@ def _register():
 _register()
 
 
+#: Exit status when the reader of standard output went away (as a shell reports SIGPIPE).
+CLOSED_OUTPUT_STATUS = 128 + 13
+
+
+def stop_on_closed_output():
+    """End quietly when standard output was closed by its reader (``h5mdtool info FILE | head``).
+
+    As well-behaved command-line tools do: no message, no traceback, status 141 (what a
+    shell reports for SIGPIPE). Standard output is pointed at /dev/null first so that
+    Python's final flush does not fail again.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    sys.exit(CLOSED_OUTPUT_STATUS)
+
+
 def main(argv=None):
     """Console-script entry point."""
     keep_freed_heap()
-    cli.main(args=argv, prog_name="h5mdtool")
+    try:
+        cli.main(args=argv, prog_name="h5mdtool", standalone_mode=True)
+    except SystemExit as ending:
+        try:
+            sys.stdout.flush()  # output still buffered: the reader may be gone by now
+        except BrokenPipeError:
+            stop_on_closed_output()
+        raise ending

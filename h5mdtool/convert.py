@@ -15,7 +15,7 @@ import numpy as np
 
 from .errors import InputError, OutputError, UsageError
 from .formats.base import reason
-from .formats import load_decoders, scan, select_frames
+from .formats import check_trajectory, load_decoders, scan, select_frames
 from .layout import Layout
 from .mpi import (
     abort_unless_collective,
@@ -120,6 +120,7 @@ def _plan(comm, inputs, output, *, topology, select, atom_indices_file, start, s
     layout.resolve_precision(index)
     selected = select_frames(index.n_frames, start, stop, step)
     frames = np.arange(selected.start, selected.stop, selected.step, dtype=np.int64)
+    check_trajectory(index, frames)
     if not index.has("positions") or not index.fields["positions"][frames].any():
         raise InputError("no selected frame holds positions; h5mdtool writes trajectories of positions")
     if select is not None and atom_indices_file is not None:

@@ -88,6 +88,11 @@ python_environment() {
         "$VENV/bin/python" -c "import h5py, hdf5plugin, sys; sys.exit(0 if h5py.get_config().mpi else 1)" \
             || { echo "[install] h5py lost its MPI support while installing hdf5plugin; see docs/installation.md" >&2; exit 1; }
     fi
+    if ! "$VENV/bin/python" -c "import pyh5md" 2>/dev/null; then
+        # the tests write foreign H5MD files with it; --no-deps keeps the parallel h5py
+        say "installing pyh5md (tests)"
+        $pip install --no-deps "pyh5md>=1.2"
+    fi
     if ! "$VENV/bin/python" -c "import h5mdtool, MDAnalysisTests, pytest, matplotlib, tqdm, click" 2>/dev/null \
         || [ setup.cfg -nt "$VENV/.h5mdtool-installed" ]; then
         say "installing h5mdtool (editable) with test and plot extras"

@@ -81,10 +81,12 @@ def load_decoders(paths, format=None):
             pass
 
 
-from .trajectory import OVERLAP_POLICIES, TRUNCATION_POLICIES, TrajectoryIndex, TrajectoryReader, scan, scan_segment, select_frames  # noqa: E402
+from .trajectory import (OVERLAP_POLICIES, TRUNCATION_POLICIES, TrajectoryIndex, TrajectoryReader,  # noqa: E402
+                         check_trajectory, scan, scan_segment, select_frames)
 
 __all__ = [
     "ATOM_FIELDS", "EXTENSIONS", "FIELDS", "OVERLAP_POLICIES", "REGISTRY", "TRUNCATION_POLICIES", "UNITS",
-    "Format", "FrameBlock", "Segment", "TrajectoryIndex", "TrajectoryReader", "detect_format", "format_class",
+    "Format", "FrameBlock", "Segment", "TrajectoryIndex", "TrajectoryReader", "check_trajectory", "detect_format",
+    "format_class",
     "load_decoders", "scan", "scan_segment", "select_frames",
 ]

@@ -205,6 +205,8 @@ class Format:
     decoders = ()
     #: True when decoded values are finite by construction (no check needed).
     finite_by_construction = False
+    #: Refuse non-finite values (off only where they are the object of study: validate --against).
+    check_values = True
 
     def __init__(self, segment, atom_indices=None):
         self.segment = segment
@@ -263,7 +265,11 @@ class Format:
         rows = slice(row, end)
         block.step[rows] = segment.step[frames]
         block.time[rows] = np.nan if segment.time is None else segment.time[frames]
-        if not self.finite_by_construction:
+        if self.check_values and segment.time is not None and not np.isfinite(segment.time[frames]).all():
+            bad = frames[~np.isfinite(segment.time[frames])][0]
+            raise InputError(f"{segment.path}: frame {int(bad)} has a non-finite time; h5mdtool refuses NaN "
+                             "and infinite values")
+        if self.check_values and not self.finite_by_construction:
             for name in fields:
                 values = block.edges[rows] if name == "box" else getattr(block, name)[rows]
                 self.check_finite(values, frames, name)

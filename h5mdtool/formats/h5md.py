@@ -379,19 +379,20 @@ def _times(path, found, steps):
     recorded = [facts for facts in found.values() if facts["times"] is not None]
     if not recorded:
         return None
-    time = np.full(len(steps), np.nan)
+    time = np.zeros(len(steps))
+    known = np.zeros(len(steps), bool)
     for facts in recorded:
         index = np.searchsorted(steps, facts["steps"])
-        known = ~np.isnan(time[index])
-        if np.any(time[index][known] != facts["times"][known]):
+        both = known[index]
+        same = (time[index][both] == facts["times"][both]) | (np.isnan(time[index][both]) & np.isnan(facts["times"][both]))
+        if not same.all():
             raise InputError(f"{path}: elements record different times for the same step")
         time[index] = facts["times"]
-    if np.isnan(time).any():
-        frame = int(np.flatnonzero(np.isnan(time))[0])
+        known[index] = True
+    if not known.all():
+        frame = int(np.flatnonzero(~known)[0])
         raise InputError(
             f"{path}: step {steps[frame]} has no time, but other steps do: every element sampled "
             "there must record time, or none"
         )
-    if not np.isfinite(time).all():
-        raise InputError(f"{path}: time holds non-finite values")
-    return time
+    return time  # non-finite values are refused when frames are read

@@ -61,7 +61,8 @@ class TrajectoryIndex:
         self.starts = np.concatenate([[0], np.cumsum(kept)]).astype(np.int64)
         self.step = np.concatenate([s.step[s.skip:] for s in self.segments]).astype(np.int64)
         times = [s.time for s in self.segments]
-        self.time = None if times[0] is None else np.concatenate([t[s.skip:] for t, s in zip(times, self.segments)])
+        self.time = None if any(t is None for t in times) else np.concatenate(
+            [t[s.skip:] for t, s in zip(times, self.segments)])
         self.fields = {}
         for name in FIELDS:
             if any(name in s.fields for s in self.segments):
@@ -200,8 +201,7 @@ def scan(paths, on_overlap="error", format=None, on_truncated="error", group=Non
                     f"reached step {last[0]}: segments overlap (use --on-overlap drop to keep the "
                     "first copy of each step)"
                 )
-            segment.skip = int(np.searchsorted(segment.step, last[0], side="right"))
-        _check_increasing(segment)
+            segment.skip = int(np.count_nonzero(np.maximum.accumulate(segment.step) <= last[0]))
         if segment.kept:
             last = (int(segment.step[-1]), segment.path)
     if not any(segment.kept for segment in segments):
@@ -209,15 +209,30 @@ def scan(paths, on_overlap="error", format=None, on_truncated="error", group=Non
     return TrajectoryIndex(segments)
 
 
-def _check_increasing(segment):
-    steps = segment.step[segment.skip:]
+def check_trajectory(index, frames):
+    """Refuse what an H5MD trajectory cannot hold: steps that do not increase, non-finite times.
+
+    Called by the commands that write H5MD (readers and ``validate --against`` accept both).
+
+    Raises
+    ------
+    InputError
+        Naming the segment and its frame.
+    """
+    frames = np.asarray(frames, np.int64)
+    steps = index.step[frames]
     bad = np.flatnonzero(np.diff(steps) <= 0)
     if len(bad):
-        frame = segment.skip + int(bad[0]) + 1
+        number, local = index.locate(frames[bad[0] + 1:bad[0] + 2])
         raise InputError(
-            f"{segment.path}: frame {frame} has step {int(steps[bad[0] + 1])} after step "
-            f"{int(steps[bad[0]])}: steps must increase through a trajectory"
+            f"{index.segments[int(number[0])].path}: frame {int(local[0])} has step {int(steps[bad[0] + 1])} after "
+            f"step {int(steps[bad[0]])}: steps must increase through a trajectory"
         )
+    if index.time is not None:
+        finite = np.isfinite(index.time[frames])
+        if not finite.all():
+            number, local = index.locate(frames[~finite][:1])
+            raise InputError(f"{index.segments[int(number[0])].path}: frame {int(local[0])} has a non-finite time")
 
 
 def select_frames(n_frames, start=None, stop=None, step=None):
@@ -253,10 +268,13 @@ class TrajectoryReader:
     comm : communicator, optional
         Open H5MD segments with MPI-IO on every rank of *comm* at once (collective: every
         rank must create the reader). Other formats are opened by each rank on its own.
+    finite : bool
+        Refuse NaN and infinite values (default); ``validate --against`` reads them to report.
     """
 
-    def __init__(self, index, atom_indices=None, fields=("positions",), comm=None):
+    def __init__(self, index, atom_indices=None, fields=("positions",), comm=None, finite=True):
         self.index = index
+        self.finite = finite
         self.atom_indices = None if atom_indices is None else np.asarray(atom_indices, np.int64)
         self.fields = tuple(fields)
         self.n_atoms = index.n_atoms if atom_indices is None else len(self.atom_indices)
@@ -265,6 +283,7 @@ class TrajectoryReader:
             for number, segment in enumerate(index.segments):
                 if segment.format == "H5MD":
                     self._open[number] = REGISTRY["H5MD"](segment, self.atom_indices, comm=comm)
+                    self._open[number].check_values = finite
 
     def new_block(self, capacity, fields=None):
         """A :class:`FrameBlock` for *capacity* frames of *fields* (default: the reader's)."""
@@ -276,6 +295,7 @@ class TrajectoryReader:
         if reader is None:
             segment = self.index.segments[number]
             reader = REGISTRY[segment.format](segment, self.atom_indices)
+            reader.check_values = self.finite
             self._open[number] = reader
         return reader
 

@@ -77,9 +77,7 @@ def parse_header(path, frame, position, head, n_atoms):
     for name, full in expected.items():
         if sizes[name] not in (0, full):
             raise InputError(f"{where}: its {name} section has {sizes[name]} bytes, not 0 or {full}: corrupt")
-    time, _ = struct.unpack_from(">ff" if real == 4 else ">dd", head, FIXED)
-    if not np.isfinite(time):
-        raise InputError(f"{where} has a non-finite time")
+    time, _ = struct.unpack_from(">ff" if real == 4 else ">dd", head, FIXED)  # checked when read
     return dict(sizes, real=real, header=FIXED + 2 * real, time=time)
 
 

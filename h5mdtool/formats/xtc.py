@@ -126,11 +126,7 @@ class XTCFormat(Format):
         if len(bad):
             raise InputError(f"{path}: frame {bad[0]} repeats a different atom count in its header: corrupt")
         box = table["box"].astype(np.float32).reshape(-1, 3, 3)
-        time = table["time"].astype(np.float64)
-        for values, what in ((time, "time"), (box.reshape(len(box), -1), "box")):
-            finite = np.isfinite(values) if values.ndim == 1 else np.isfinite(values).all(axis=1)
-            if not finite.all():
-                raise InputError(f"{path}: frame {frames[~finite][0]} has a non-finite {what} in its header")
+        time = table["time"].astype(np.float64)  # non-finite values are refused when frames are read
         precision = None
         if n_atoms > SMALL:
             precision = table["precision"].astype(np.float64)
