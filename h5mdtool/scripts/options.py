@@ -65,16 +65,40 @@ segment_options = compose(
     click.option("--on-overlap", type=click.Choice(["error", "drop"]), default="error", show_default=True, help="Segments whose steps overlap (restarts): refuse, or drop the repeated frames keeping the first copy."),
 )
 
-layout_options = compose(
+chunk_options = compose(
     click.option("--chunk-frames", type=ChunkFrames(), default="1", show_default=True, help="Frames per HDF5 chunk; chunks are (K, n_atoms, 3) so a frame is never split. 'auto': as many whole frames as fit in the stripe size, or 1 MiB."),
     click.option("--precision", type=click.FloatRange(min=1e-6), default=None, help="Store positions lossily, absolute error at most PRECISION/2 nm per coordinate (HDF5's built-in scale-offset filter; any HDF5 reader opens the file). XTC's own precision is 0.001. Default: lossless."),
     click.option("--contiguous", is_flag=True, help="Store positions without chunks (uncompressed only)."),
     click.option("--compression", type=click.Choice(COMPRESSIONS), default="none", show_default=True, help="HDF5 filter for per-atom data. gzip and lzf are lossless; parallel writes stay collective."),
     click.option("--compression-level", type=click.IntRange(0, 9), default=None, help="gzip level 0-9. Default: 4."),
     click.option("--shuffle/--no-shuffle", default=None, help="Byte-shuffle before compressing (better ratios). Default: on when compressing."),
+)
+
+stripe_options = compose(
     click.option("--stripe-count", type=int, default=None, help="Lustre stripe count for the output (-1: all targets). Passed as MPI-IO hint striping_factor and to 'lfs setstripe' when available."),
     click.option("--stripe-size", type=SIZE, default=None, help="Lustre stripe size in bytes, K/M/G accepted (e.g. 1M); a multiple of 64K. MPI-IO hint striping_unit."),
 )
+
+#: How an H5MD file is stored: chunks, compression, precision, striping.
+layout_options = compose(chunk_options, stripe_options)
+
+#: Which per-atom fields of a TRR (or H5MD) input are written.
+field_options = compose(
+    click.option("--velocities/--no-velocities", default=True, show_default=True, help="Write TRR velocities when present."),
+    click.option("--forces/--no-forces", default=True, show_default=True, help="Write TRR forces when present."),
+)
+
+
+def given_on_command_line(ctx, names):
+    """The parameters among *names* that the user set (not left at their defaults), as a dict."""
+    from click.core import ParameterSource
+
+    return {
+        name: ctx.params[name]
+        for name in names
+        if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP, None)
+    }
+
 
 run_options = compose(
     click.option("--force", "-f", is_flag=True, help="Replace an existing output."),
