@@ -15,7 +15,8 @@ watcher thread blocked on that pipe, which runs whatever the main thread is doin
 and most of h5py release the GIL in their C calls), ends the process: it runs the clean-ups
 registered with :func:`h5mdtool.mpi.cleanup_on_abort`, prints one line and leaves with exit
 status 128 + the signal number, without MPI_Finalize, so the MPI launcher ends the other
-ranks (Open MPI sends them SIGTERM, and SIGKILL one second later).
+ranks (Open MPI sends them SIGTERM, and SIGKILL one second later). Temporaries named with
+:func:`h5mdtool.outputs.temporary_name` and not yet published are removed as well.
 
 The watcher holds :data:`_lock` from the clean-up until the process is gone. Code that
 creates or publishes an output holds the same lock (:func:`exclusive`), so a temporary is
@@ -121,8 +122,11 @@ def stop(signum):
     signum = _signalled
     try:
         from .mpi import run_abort_cleanups
+        from .outputs import remove_pending_temporaries
 
         removed, registered = run_abort_cleanups()
+        removed_pending, pending = remove_pending_temporaries()
+        removed, registered = removed or removed_pending, registered or pending
         rank, parallel = _where()
         if not parallel or removed or (rank == 0 and not registered):
             _report(rank)

@@ -125,10 +125,36 @@ def _check_writable_directory(directory):
         raise OutputError(f"{directory}: output directory is not writable")
 
 
+#: Names handed out by :func:`temporary_name` and neither published nor removed yet; a
+#: signal removes them (:func:`remove_pending_temporaries`), whoever wrote them.
+_pending = set()
+
+
 def temporary_name(path):
-    """A unique hidden name beside *path*, in the same directory (so rename is atomic)."""
+    """A unique hidden name beside *path*, in the same directory (so rename is atomic).
+
+    Until :func:`publish` or :func:`remove_quietly` is called with it, the name is pending:
+    if the command line is stopped by a signal, the file there is removed.
+    """
     directory, name = os.path.split(os.path.abspath(path))
-    return os.path.join(directory, f".{name}.h5mdtool-{uuid.uuid4().hex[:12]}.tmp")
+    temporary = os.path.join(directory, f".{name}.h5mdtool-{uuid.uuid4().hex[:12]}.tmp")
+    _pending.add(temporary)
+    return temporary
+
+
+def remove_pending_temporaries():
+    """Remove every pending temporary (see :func:`temporary_name`); never raises.
+
+    Returns
+    -------
+    tuple of bool
+        Whether this call claimed one of them, and whether any was pending.
+    """
+    names = list(_pending)
+    claimed = False
+    for name in names:
+        claimed = remove_quietly(name) or claimed
+    return claimed, bool(names)
 
 
 #: Suffix of a temporary claimed for removal by one process (followed by its id).
@@ -154,6 +180,7 @@ def remove_quietly(path):
         True when this call claimed *path* (it existed and this process removed it).
     """
     path = os.path.abspath(os.fspath(path))
+    _pending.discard(path)
     claimed = f"{path}{CLAIMED}{os.getpid()}-{uuid.uuid4().hex[:6]}"
     try:
         os.rename(path, claimed)
@@ -183,6 +210,7 @@ def publish(temporary, final):
     """
     with exclusive():
         os.replace(temporary, final)
+        _pending.discard(os.path.abspath(temporary))
 
 
 def publish_into(temporary, directory, names, replace=False):

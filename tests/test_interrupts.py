@@ -288,6 +288,41 @@ def test_split_into_existing_empty_directory_interrupted_leaves_it_empty(tmp_pat
     assert os.stat(output).st_mode & 0o7777 == 0o2750
 
 
+# ---------------------------------------------------------------- other commands
+
+
+@pytest.mark.parametrize("ranks,signal_name", [(None, "SIGTERM"), (None, "SIGINT"), (2, "SIGINT")])
+def test_bench_rmsd_interrupted(tmp_path, adk, ranks, signal_name):
+    """A command with no temporary of its own until the end: stopped, one line, no report."""
+    report = tmp_path / "report.json"
+    args = ["bench", "rmsd", adk[1], "-t", adk[0], "--repeat", "100000", "--out", str(report), "--no-progress"]
+    started = time.monotonic()
+    result = interrupt(args, lambda: time.monotonic() > started + 4, signal_name, ranks=ranks)
+    assert result.returncode == (128 + getattr(signal, signal_name) if ranks is None else 1)
+    assert_one_line(result, rank=0)
+    assert os.listdir(tmp_path) == []
+
+
+def test_signal_removes_pending_temporaries_of_any_writer(tmp_path):
+    """A file named with outputs.temporary_name and not yet published goes on a signal,
+    whichever code writes it (bench writes its report this way)."""
+    code = (
+        "import os, signal, time\n"
+        "from h5mdtool import interrupts, outputs\n"
+        "interrupts.install()\n"
+        f"name = outputs.temporary_name({str(tmp_path / 'report.json')!r})\n"
+        "open(name, 'w').write('half')\n"
+        "published = outputs.temporary_name(name + '.other')\n"
+        "open(published, 'w').write('done')\n"
+        f"outputs.publish(published, {str(tmp_path / 'done.json')!r})\n"
+        "os.kill(os.getpid(), signal.SIGTERM)\n"
+        "time.sleep(30)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 143 and done.stderr == "error: interrupted\n"
+    assert os.listdir(tmp_path) == ["done.json"]
+
+
 # ---------------------------------------------------------------- the module itself
 
 
