@@ -192,6 +192,50 @@ def test_convert_interrupted_on_rank_0_waiting_in_a_collective(convert_job):
     check(result)
 
 
+def test_signal_reaches_a_rank_inside_a_collective_hdf5_write(tmp_path):
+    """Rank 0's main thread waits inside H5Dwrite (MPI-IO, C code) for rank 1: the watcher
+    thread still removes the file and ends the job."""
+    path = str(tmp_path / "data.h5")
+    script = os.path.join(os.path.dirname(__file__), "scripts", "wait_in_collective_write.py")
+    command = [MPIRUN, "-n", "2", sys.executable, script, path]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while not (os.path.exists(path) and rank_pids_of(process.pid, script).get(0)):
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.05)
+        time.sleep(2)  # rank 0 is in the collective write by now (rank 1 sleeps 60 s)
+        sent = time.monotonic()
+        os.kill(rank_pids_of(process.pid, script)[0], signal.SIGTERM)
+        _, stderr = process.communicate(timeout=BOUND)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+    assert process.returncode == 143, stderr
+    assert time.monotonic() - sent < 10
+    assert [line for line in stderr.splitlines() if line.startswith("error:")] == ["error: interrupted"]
+    assert os.listdir(tmp_path) == []
+
+
+def rank_pids_of(launcher, marker):
+    """Like :func:`rank_pids` for processes whose command line contains *marker*."""
+    ranks = {}
+    for pid in _children(launcher):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                environment = handle.read()
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                command = handle.read()
+        except OSError:
+            continue
+        for item in environment.split(b"\0"):
+            if item.startswith(b"OMPI_COMM_WORLD_RANK=") and marker.encode() in command:
+                ranks[int(item.split(b"=")[1])] = pid
+    return ranks
+
+
 def test_background_job_of_a_script_stops_on_sigint(tmp_path, adk):
     """The swallowed Ctrl-C: a shell starts background jobs with SIGINT ignored."""
     output = tmp_path / "out.h5md"
