@@ -548,6 +548,25 @@ def test_split_of_crashed_segment_followed_by_a_restart_segment(tmp_path, solvat
                                       topology=solvated["topology"], oracle=solvated[fmt])
 
 
+@pytest.mark.xfail(strict=True, reason="needs the lead's fix of the one-chunk zeros (convert/layout on main)")
+@pytest.mark.parametrize("nparts,chunk_frames", [(10, None), (2, 8)])
+def test_h5md_part_held_in_one_chunk_keeps_its_frames(tmp_path, solvated, nparts, chunk_frames):
+    """HDF5 1.10.8 loses a serial write of a dataset held in a single chunk with the chunk
+    cache off and fill time 'never' (DESIGN.md, section 8): one-frame parts, or parts no
+    longer than --chunk-frames, read back as zeros on this branch."""
+    outdir = str(tmp_path / "parts")
+    split(solvated["TRR"], outdir, nparts, format="h5md", chunk_frames=chunk_frames, progress=False)
+    whole = mda.Universe(solvated["topology"], solvated["TRR"])
+    frame = 0
+    for path in part_paths(outdir):
+        for ts in mda.Universe(solvated["topology"], path).trajectory:
+            reference = whole.trajectory[frame]
+            np.testing.assert_array_equal(ts.positions, reference.positions)
+            np.testing.assert_array_equal(ts.velocities, reference.velocities)
+            frame += 1
+    assert frame == 10
+
+
 @pytest.fixture
 def h5md_with_extras(tmp_path):
     """MDAnalysisTests' cobrotoxin H5MD (observables/lambda at its 3 frames) plus a
