@@ -299,12 +299,29 @@ def test_split_interrupted_on_one_rank(split_job, signal_name):
     check(result)
 
 
-@pytest.mark.parametrize("target", [0, 2])
+@pytest.mark.parametrize("target", ["launcher", 0, 2])
 def test_split_on_three_ranks_interrupted(split_job, target):
     args, ready, check, delays = split_job
     result = interrupt(args, ready, "SIGINT", ranks=3, target=target, delays=delays)
-    assert result.returncode == 130
-    assert_one_line(result, rank=target)
+    if target == "launcher":
+        assert result.returncode != 0
+        assert_one_line(result)
+    else:
+        assert result.returncode == 130
+        assert_one_line(result, rank=target)
+    check(result)
+
+
+@pytest.mark.parametrize("target", ["launcher", 2])
+def test_convert_on_three_ranks_interrupted(convert_job, target):
+    args, ready, check, delays = convert_job
+    result = interrupt(args, ready, "SIGTERM", ranks=3, target=target, delays=delays)
+    if target == "launcher":
+        assert result.returncode != 0
+        assert_one_line(result)
+    else:
+        assert result.returncode == 143
+        assert_one_line(result, rank=target)
     check(result)
 
 
