@@ -150,13 +150,19 @@ def _option_name(name, value):
     return f"--no-{flag}" if name in FLAGS and value is False else f"--{flag}"
 
 
-def _check_options(part_format, nparts, options):
-    """Refuse option values and combinations that cannot be honoured (before any work)."""
+def _checked_layout(part_format, nparts, options):
+    """Refuse options that cannot be honoured (before any work); the layout of H5MD parts.
+
+    Returns
+    -------
+    Layout or None
+        None for ``format="same"``.
+    """
     if part_format not in FORMATS:
         raise UsageError(f"--format must be one of {', '.join(FORMATS)}, got {part_format!r}")
     if isinstance(nparts, bool) or not isinstance(nparts, (int, np.integer)) or nparts < 1:
         raise UsageError(f"--nparts must be a whole number >= 1, got {nparts!r}")
-    given = [_option_name(name, value) for name, value in options.items() if value is not None]
+    given = [_option_name(name, options[name]) for name in H5MD_PART_OPTIONS if options[name] is not None]
     if part_format == "same" and given:
         raise UsageError(
             f"{', '.join(given)} {'shapes' if len(given) == 1 else 'shape'} H5MD parts only: use "
@@ -164,25 +170,26 @@ def _check_options(part_format, nparts, options):
             "input's frames unchanged)"
         )
     if part_format == "h5md":
-        layout = Layout(**{name: options[name] for name in LAYOUT_KEYWORDS if options[name] is not None})
-        return layout
+        return Layout(**{name: options[name] for name in LAYOUT_KEYWORDS if options[name] is not None})
     return None
 
 
 def _plan(comm, inputs, outdir, nparts, *, part_format, on_overlap, force, options, command):
     """Rank 0: check the options, the output directory and the inputs; choose the parts."""
-    layout = _check_options(part_format, nparts, options)
+    layout = _checked_layout(part_format, nparts, options)
     output_existed = check_output_directory(outdir, inputs, force)
-    if part_format == "same" and len({detect_format(path) for path in inputs}) > 1:
-        raise UsageError("--format same needs inputs of one format; use --format h5md to mix them")
+    if part_format == "same":
+        formats = {detect_format(path) for path in inputs}
+        if len(formats) > 1:
+            raise UsageError("--format same needs inputs of one format; use --format h5md to mix them")
+        if formats == {"H5MD"}:
+            raise UsageError("--format same copies XTC, TRR or DCD frames; for H5MD input use --format h5md")
     index = scan(inputs, on_overlap=on_overlap)
     if nparts > index.n_frames:
         raise UsageError(
             f"--nparts {nparts} is more than the {index.n_frames} frames of the trajectory"
         )
     fmt = index.formats[0] if part_format == "same" else "H5MD"
-    if fmt == "H5MD" and part_format == "same":
-        raise UsageError("--format same copies XTC, TRR or DCD frames; for H5MD input use --format h5md")
     parts = balanced_slices(index.n_frames, nparts)
     names = _part_names(nparts, EXTENSIONS[fmt])
     dcd_headers = {}
@@ -337,10 +344,10 @@ class _Silent:
 
 
 def _clock_reader(index):
-    """A reader of the steps and times of the source's frames (no per-atom field is kept;
-    DCD blocks always carry positions)."""
-    fields = ("positions",) if set(index.formats) <= {"DCD"} else ()
-    return TrajectoryReader(index, None, fields)
+    """A reader of the steps and times of the source's frames. No per-atom field is asked
+    for (a TRR frame may hold no positions), except with DCD segments, whose reader always
+    fills positions."""
+    return TrajectoryReader(index, None, ("positions",) if "DCD" in index.formats else ())
 
 
 def _part_clock(reader, start, stop):

@@ -604,3 +604,17 @@ def test_split_to_h5md_of_an_h5md_input_keeps_observables_and_other_objects(tmp_
             assert mine.any()
             for step, value in zip(steps[mine].tolist(), values[mine].tolist()):
                 assert held[step] == value
+
+
+def test_h5md_parts_of_mixed_xtc_and_dcd_segments(tmp_path, adk, adk_frames):
+    """Before: TypeError (the steps and times of the parts were read without positions,
+    which the DCD reader always fills)."""
+    from conftest import write_xtc
+
+    first = str(tmp_path / "start.xtc")
+    write_xtc(first, adk_frames[:5], np.arange(5) * 100, np.arange(5) * 0.1)  # steps 0-400; the DCD starts at 1000
+    summary = split([first, adk[1]], str(tmp_path / "parts"), 3, format="h5md", progress=False)
+    parts = written(tmp_path / "parts")["parts"]
+    assert summary["n_frames"] == 103
+    assert (parts[0]["first_step"], parts[-1]["last_step"]) == (0, 98000)
+    assert parts[1]["first_step"] == 1000 + 1000 * (parts[1]["start"] - 5)
