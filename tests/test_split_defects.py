@@ -618,3 +618,25 @@ def test_h5md_parts_of_mixed_xtc_and_dcd_segments(tmp_path, adk, adk_frames):
     assert summary["n_frames"] == 103
     assert (parts[0]["first_step"], parts[-1]["last_step"]) == (0, 98000)
     assert parts[1]["first_step"] == 1000 + 1000 * (parts[1]["start"] - 5)
+
+
+@pytest.mark.mpi
+def test_failure_on_one_rank_leaves_nothing(comm, shared_tmp, solvated, monkeypatch):
+    """A part that fails on the last rank only: every rank raises, nothing is published and
+    no temporary is left (the other ranks' parts included)."""
+    from h5mdtool.errors import H5mdToolError
+
+    split_module = importlib.import_module("h5mdtool.split")
+    real = split_module._write_part
+
+    def failing(plan, number, reader):
+        if comm.rank == comm.size - 1 and number == len(plan.parts) - 1:
+            raise InputError("simulated failure on the last rank")
+        return real(plan, number, reader)
+
+    monkeypatch.setattr(split_module, "_write_part", failing)
+    outdir = os.path.join(shared_tmp, "parts")
+    with pytest.raises(H5mdToolError, match="simulated failure on the last rank"):
+        split(solvated["XTC"], outdir, 5, comm=comm, progress=False)
+    comm.Barrier()
+    assert os.listdir(shared_tmp) == []
