@@ -11,8 +11,9 @@ may sit for minutes in an MPI collective waiting for a rank that is gone.
 
 So the handlers installed here do nothing themselves except note the signal: Python's C
 level handler also writes the signal number to a pipe (:func:`signal.set_wakeup_fd`), and a
-watcher thread blocked on that pipe, which runs whatever the main thread is doing (mpi4py
-and most of h5py release the GIL in their C calls), ends the process: it runs the clean-ups
+watcher thread blocked on that pipe ends the process whatever the main thread is doing,
+as long as that releases the GIL (checked: mpi4py's collectives, and h5py's collective
+write into a filtered dataset while it waits for another rank): it runs the clean-ups
 registered with :func:`h5mdtool.mpi.cleanup_on_abort`, prints one line and leaves with exit
 status 128 + the signal number, without MPI_Finalize, so the MPI launcher ends the other
 ranks (Open MPI sends them SIGTERM, and SIGKILL one second later). Temporaries named with
@@ -22,8 +23,10 @@ The watcher holds :data:`_lock` from the clean-up until the process is gone. Cod
 creates or publishes an output holds the same lock (:func:`exclusive`), so a temporary is
 never created after the clean-up ran, and never published half-cleaned. A temporary shared
 by several ranks is removed by whichever rank gets to it first (:func:`h5mdtool.outputs.remove_quietly`
-claims it by an atomic rename); that rank prints the line, the others stay quiet, so a job
-interrupted through ``mpirun`` prints one line, not one per rank.
+claims it by an atomic rename); that rank prints the line, the others stay quiet (and wait
+half a second, so that the launcher, which kills the remaining ranks as soon as one ends,
+does not cut the removal short), so a job interrupted through ``mpirun`` prints one line,
+not one per rank. A rank with nothing registered prints only if it is rank 0.
 
 The library never installs handlers: a host program's signal handling is its own. Without
 them :func:`exclusive` is an uncontended lock and :func:`settle` does nothing.
