@@ -177,7 +177,7 @@ def remove_quietly(path):
     Returns
     -------
     bool
-        True when this call claimed *path* (it existed and this process removed it).
+        True when this call claimed *path* and removed it.
     """
     path = os.path.abspath(os.fspath(path))
     _pending.discard(path)
@@ -197,7 +197,7 @@ def remove_quietly(path):
                 os.remove(entry)
         except OSError:
             pass
-    return mine
+    return mine and not os.path.lexists(claimed)
 
 
 def publish(temporary, final):

@@ -640,3 +640,18 @@ def test_failure_on_one_rank_leaves_nothing(comm, shared_tmp, solvated, monkeypa
         split(solvated["XTC"], outdir, 5, comm=comm, progress=False)
     comm.Barrier()
     assert os.listdir(shared_tmp) == []
+
+
+def test_remove_quietly_claims_once_and_sweeps_what_a_killed_remover_left(tmp_path):
+    from h5mdtool.outputs import CLAIMED, remove_quietly
+
+    tree = tmp_path / "tmp-dir"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "sub" / "part").write_bytes(b"x")
+    left = tmp_path / f"tmp-dir{CLAIMED}999999-abcdef"  # another process was killed while removing
+    (left / "more").mkdir(parents=True)
+    assert remove_quietly(str(tree)) is True
+    assert remove_quietly(str(tree)) is False
+    assert os.listdir(tmp_path) == []
+    (tmp_path / "file").write_text("x")
+    assert remove_quietly(str(tmp_path / "file")) is True and os.listdir(tmp_path) == []
