@@ -3,7 +3,8 @@
 import click
 
 from ..mpi import resolve
-from .options import (SIZE, atom_options, emit_json, frame_options, human_bytes, input_format_option, layout_options,
+from .options import (SIZE, atom_options, emit_json, field_options, frame_options, human_bytes, input_format_option,
+                      layout_options,
                       run_options, segment_options, truncation_option)
 
 
@@ -12,8 +13,7 @@ from .options import (SIZE, atom_options, emit_json, frame_options, human_bytes,
 @click.option("--output", "-o", required=True, help="H5MD file to write (written under a temporary name, renamed when complete).")
 @atom_options
 @frame_options
-@click.option("--velocities/--no-velocities", default=True, show_default=True, help="Write velocities wherever frames hold them (TRR, H5MD).")
-@click.option("--forces/--no-forces", default=True, show_default=True, help="Write forces wherever frames hold them (TRR, H5MD).")
+@field_options
 @segment_options
 @truncation_option
 @input_format_option("--format")

@@ -94,7 +94,7 @@ def input_format_option(*names):
     return click.option(*names, "input_format", type=click.Choice(["XTC", "TRR", "DCD", "H5MD"], case_sensitive=False), default=None, help="Read every input as this format, whatever its extension. Default: from the extension (.xtc .trr .dcd .h5md .h5).")
 
 
-layout_options = compose(
+chunk_options = compose(
     click.option("--chunk-frames", type=ChunkFrames(), default="1", show_default=True, help="Frames per HDF5 chunk; chunks are (K, n_atoms, 3) so a frame is never split. 'auto': as many whole frames as fit in the stripe size, or 1 MiB."),
     click.option("--precision", type=PRECISION, default=None, help="Store positions lossily, in nm: each coordinate is rounded to a decimal grid step of at most PRECISION (error at most PRECISION/2) and stored as an integer in pm (fm below 0.001 nm), which every H5MD reader, MDAnalysis included, turns back into lengths. 'xtc': the XTC inputs' own grid (0.001 nm for GROMACS' default), keeping their integers exactly. Default: lossless float32."),
     click.option("--velocity-precision", type=click.FloatRange(min=1e-6, max=1e6), default=None, help="Store velocities lossily, in nm/ps: rounded to the power of two at most VELOCITY_PRECISION (error at most half of it), still float32 in nm ps-1 for every reader. Default: lossless."),
@@ -103,9 +103,33 @@ layout_options = compose(
     click.option("--compression", type=click.Choice(COMPRESSIONS), default="auto", show_default=True, help="Lossless HDF5 filter for per-atom data. auto: none, or shuffle + gzip 4 with --precision. Built into every HDF5: gzip, lzf (serial only). Through hdf5plugin (readers need it: pip install hdf5plugin and 'import hdf5plugin', or HDF5_PLUGIN_PATH for C tools): zstd (byte shuffle + Zstandard), lz4 (bitshuffle + LZ4, fastest to read), blosc2 (bit shuffle + Zstandard). Parallel writes stay collective."),
     click.option("--compression-level", type=int, default=None, help="Codec level: gzip 0-9 (default 4), zstd 1-22 (3), blosc2 0-9 (5); lz4 and lzf have none."),
     click.option("--shuffle/--no-shuffle", default=None, help="HDF5 byte shuffle before the codec. Default: on for gzip, lzf and zstd; off for lz4 and blosc2, which bit-shuffle themselves."),
+)
+
+stripe_options = compose(
     click.option("--stripe-count", type=int, default=None, help="Lustre stripe count for the output (-1: all targets). Passed as MPI-IO hint striping_factor and to 'lfs setstripe' when available."),
     click.option("--stripe-size", type=SIZE, default=None, help="Lustre stripe size in bytes, K/M/G accepted (e.g. 1M); a multiple of 64K. MPI-IO hint striping_unit."),
 )
+
+#: How an H5MD file is stored: chunks, compression, precision, striping.
+layout_options = compose(chunk_options, stripe_options)
+
+#: Which per-atom fields of a TRR (or H5MD) input are written.
+field_options = compose(
+    click.option("--velocities/--no-velocities", default=True, show_default=True, help="Write velocities wherever frames hold them (TRR, H5MD; with their own steps when saved at other frames than the positions)."),
+    click.option("--forces/--no-forces", default=True, show_default=True, help="Write forces wherever frames hold them (TRR, H5MD)."),
+)
+
+
+def given_on_command_line(ctx, names):
+    """The parameters among *names* that the user set (not left at their defaults), as a dict."""
+    from click.core import ParameterSource
+
+    return {
+        name: ctx.params[name]
+        for name in names
+        if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP, None)
+    }
+
 
 run_options = compose(
     click.option("--force", "-f", is_flag=True, help="Replace an existing output."),
