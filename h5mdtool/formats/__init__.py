@@ -20,11 +20,12 @@ from ..errors import InputError, UsageError
 from .base import ATOM_FIELDS, FIELDS, UNITS, FrameBlock, Format, Segment
 from .dcd import DCDFormat
 from .h5md import H5MDFormat
+from .netcdf import NCDFFormat
 from .trr import TRRFormat
 from .xtc import XTCFormat
 
 #: Format name -> class.
-REGISTRY = {cls.name: cls for cls in (XTCFormat, TRRFormat, DCDFormat, H5MDFormat)}
+REGISTRY = {cls.name: cls for cls in (XTCFormat, TRRFormat, DCDFormat, H5MDFormat, NCDFFormat)}
 #: File extension -> format name.
 EXTENSIONS = {extension: cls.name for cls in REGISTRY.values() for extension in cls.extensions}
 
