@@ -20,12 +20,13 @@ from ..errors import InputError, UsageError
 from .base import ATOM_FIELDS, FIELDS, UNITS, FrameBlock, Format, Segment
 from .dcd import DCDFormat
 from .h5md import H5MDFormat
+from .lammps import LAMMPSFormat
 from .netcdf import NCDFFormat
 from .trr import TRRFormat
 from .xtc import XTCFormat
 
 #: Format name -> class.
-REGISTRY = {cls.name: cls for cls in (XTCFormat, TRRFormat, DCDFormat, H5MDFormat, NCDFFormat)}
+REGISTRY = {cls.name: cls for cls in (XTCFormat, TRRFormat, DCDFormat, H5MDFormat, NCDFFormat, LAMMPSFormat)}
 #: File extension -> format name.
 EXTENSIONS = {extension: cls.name for cls in REGISTRY.values() for extension in cls.extensions}
 
