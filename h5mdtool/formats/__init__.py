@@ -21,12 +21,17 @@ from .base import ATOM_FIELDS, FIELDS, UNITS, FrameBlock, Format, Segment
 from .dcd import DCDFormat
 from .h5md import H5MDFormat
 from .lammps import LAMMPSFormat
+from .mdanalysis import GSDFormat, LAMMPSDumpFormat, TRZFormat
 from .netcdf import NCDFFormat
 from .trr import TRRFormat
 from .xtc import XTCFormat
 
 #: Format name -> class.
-REGISTRY = {cls.name: cls for cls in (XTCFormat, TRRFormat, DCDFormat, H5MDFormat, NCDFFormat, LAMMPSFormat)}
+REGISTRY = {cls.name: cls for cls in (
+    XTCFormat, TRRFormat, DCDFormat, H5MDFormat,
+    NCDFFormat, LAMMPSFormat,  # read by h5mdtool
+    TRZFormat, GSDFormat, LAMMPSDumpFormat,  # read through MDAnalysis's readers
+)}
 #: File extension -> format name.
 EXTENSIONS = {extension: cls.name for cls in REGISTRY.values() for extension in cls.extensions}
 
