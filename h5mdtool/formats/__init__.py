@@ -23,13 +23,14 @@ from .h5md import H5MDFormat
 from .lammps import LAMMPSFormat
 from .mdanalysis import GSDFormat, LAMMPSDumpFormat, TRZFormat
 from .netcdf import NCDFFormat
+from .tng import TNGFormat
 from .trr import TRRFormat
 from .xtc import XTCFormat
 
 #: Format name -> class.
 REGISTRY = {cls.name: cls for cls in (
     XTCFormat, TRRFormat, DCDFormat, H5MDFormat,
-    NCDFFormat, LAMMPSFormat,  # read by h5mdtool
+    NCDFFormat, LAMMPSFormat, TNGFormat,  # read by h5mdtool (TNG decoded by pytng)
     TRZFormat, GSDFormat, LAMMPSDumpFormat,  # read through MDAnalysis's readers
 )}
 #: File extension -> format name.
