@@ -2,7 +2,8 @@
 # Idempotent installer behind `make install`.
 #  1. system packages (Open MPI, parallel HDF5, hdf5-tools) via apt when root, else advice;
 #  2. ./.venv with mpi4py and h5py built from source against parallel HDF5;
-#  3. h5mdtool in editable mode with its test and plot extras.
+#  3. h5mdtool in editable mode with its test, plot and formats extras (pytng, gsd: TNG and
+#     GSD inputs; both depend on numpy only, so they cannot displace the parallel h5py).
 # Every step is skipped when already done, so a second run takes seconds.
 set -euo pipefail
 
@@ -71,10 +72,12 @@ python_environment() {
         "$VENV/bin/python" -c "import h5py, sys; sys.exit(0 if h5py.get_config().mpi else 1)" \
             || { echo "[install] h5py was built without MPI; see docs/installation.md" >&2; exit 1; }
     fi
-    if ! "$VENV/bin/python" -c "import h5mdtool, MDAnalysisTests, pytest, matplotlib, tqdm, click" 2>/dev/null \
+    if ! "$VENV/bin/python" -c "import h5mdtool, MDAnalysisTests, pytest, matplotlib, tqdm, click, pytng, gsd, scipy" 2>/dev/null \
         || [ setup.cfg -nt "$VENV/.h5mdtool-installed" ]; then
-        say "installing h5mdtool (editable) with test and plot extras"
-        $pip install --no-build-isolation -e ".[test,plot]"
+        say "installing h5mdtool (editable) with test, plot and formats extras"
+        $pip install --no-build-isolation -e ".[test,plot,formats]"
+        "$VENV/bin/python" -c "import h5py, sys; sys.exit(0 if h5py.get_config().mpi else 1)" \
+            || { echo "[install] installing the extras replaced the parallel h5py; see docs/installation.md" >&2; exit 1; }
         touch "$VENV/.h5mdtool-installed"
     fi
     say "ready: $("$VENV/bin/python" -c 'import h5py, mpi4py, MDAnalysis; print("h5py", h5py.version.version, "HDF5", h5py.version.hdf5_version, "mpi4py", mpi4py.__version__, "MDAnalysis", MDAnalysis.__version__)')"
