@@ -13,8 +13,8 @@ contract is the one of every format of this package:
   frames for a selection of atoms.
 
 Values are MDAnalysis's, with its unit conversions (the reader's native units to Angstrom,
-ps, Angstrom/ps and kJ/(mol Angstrom)), then converted to h5mdtool's units in float64 and
-rounded once to float32: positions and velocities divided by 10, forces multiplied by 10,
+ps, Angstrom/ps and kJ/(mol Angstrom)), then converted to h5mdtool's units and rounded once
+to float32: positions and velocities divided by 10, forces multiplied by 10,
 box vectors ``triclinic_vectors`` of MDAnalysis's dimensions divided by 10. Formats
 without units (GSD, LAMMPS dump files) are read as MDAnalysis reads them: as Angstrom and ps.
 
@@ -35,6 +35,7 @@ import numpy as np
 
 from ..errors import InputError
 from .base import ANGSTROM_PER_NM, Format, Segment, file_stat, reason, truncated
+from .netcdf import convert_to
 
 #: MDAnalysis's units (Angstrom, Angstrom/ps, kJ/(mol Angstrom)) -> h5mdtool's: (multiplier, divisor).
 TO_H5MDTOOL = {"positions": (1.0, ANGSTROM_PER_NM), "velocities": (1.0, ANGSTROM_PER_NM),
@@ -83,6 +84,11 @@ class MDAnalysisFormat(Format):
         return int(reader.n_frames), None
 
     @classmethod
+    def load(cls, reader, frame):
+        """Load *frame* into the reader's timestep and return it."""
+        return reader[frame]
+
+    @classmethod
     def open_reader(cls, path):
         """An MDAnalysis reader of *path* (``convert_units=True``), warnings silenced.
 
@@ -121,7 +127,7 @@ class MDAnalysisFormat(Format):
                 warnings.simplefilter("ignore")
                 for frame in range(n_frames):
                     try:
-                        ts = reader[frame]
+                        ts = cls.load(reader, frame)
                         step[frame] = cls.frame_step(ts, frame)
                         time[frame] = ts.time
                         dimensions = ts.dimensions
@@ -165,13 +171,12 @@ class MDAnalysisFormat(Format):
             for frame in frames:
                 frame = int(frame)
                 try:
-                    ts = self.reader[frame]
+                    ts = self.load(self.reader, frame)
                     for name in fields:
                         values = getattr(ts, name)
                         if self.atom_indices is not None:
                             values = values[self.atom_indices]
-                        multiplier, divisor = TO_H5MDTOOL[name]
-                        getattr(block, name)[row] = np.asarray(values, np.float64) * multiplier / divisor
+                        convert_to(getattr(block, name)[row], values, None, *TO_H5MDTOOL[name])
                     if box is not None and box[frame]:
                         block.edges[row] = np.asarray(triclinic_vectors(ts.dimensions), np.float64) / ANGSTROM_PER_NM
                     else:
@@ -191,7 +196,8 @@ class TRZFormat(MDAnalysisFormat):
     """IBIsCO/YASP TRZ trajectories (positions and velocities in nm, nm/ps; time in ps).
 
     The file header has no atom count; each frame's has, so the first frame's is used. The
-    step is the frame's ``ntrj`` field (MDAnalysis's ``ts.data["frame"]``).
+    step is the frame's ``ntrj`` field (MDAnalysis's ``ts.data["frame"]``). Frames have a fixed
+    size: each is read from its own offset, not by MDAnalysis's relative seek.
     """
 
     name = "TRZ"
@@ -215,6 +221,13 @@ class TRZFormat(MDAnalysisFormat):
     @classmethod
     def frame_step(cls, ts, frame):
         return int(ts.data["frame"])
+
+    @classmethod
+    def load(cls, reader, frame):
+        # MDAnalysis seeks relative to the frame number the last frame read stores (nframe),
+        # which reads other frames than asked when those numbers are not consecutive
+        reader.trzfile.seek(reader._headerdtype.itemsize + frame * reader._dtype.itemsize)
+        return reader._read_next_timestep()
 
     @classmethod
     def frame_count(cls, reader, path, size, on_truncated):

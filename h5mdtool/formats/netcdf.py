@@ -11,8 +11,8 @@ Angstrom per AKMA time unit with ``scale_factor`` 20.455, which makes them Angst
 
 Conversions follow MDAnalysis's ``NCDFReader``: values are multiplied by their scale factor
 (skipped when it is 1 within ``math.isclose``), positions and velocities divided by 10
-(Angstrom to nm), forces multiplied by 41.84 (kcal/(mol A) to kJ/(mol nm)), all in float64
-and rounded once to the file's precision. The box vectors are
+(Angstrom to nm), forces multiplied by 41.84 (kcal/(mol A) to kJ/(mol nm)), rounded once to
+the file's precision (:func:`convert_to`). The box vectors are
 ``MDAnalysis.lib.mdamath.triclinic_vectors`` of the frame's lengths and angles, in nm; a
 frame whose cell lengths are all zero has no box. The format has no step numbers: a
 ``step`` variable of whole numbers is used when a file has one, else the frame numbers
@@ -122,17 +122,33 @@ def _scaled(values, factor):
     return values if factor is None else values * factor
 
 
+def convert_to(out, values, scale, multiplier, divisor):
+    """``values * scale * multiplier / divisor`` into *out*, rounded once to its type.
+
+    Unscaled single-precision Angstroms become nm with one float32 division, which IEEE
+    arithmetic rounds correctly (10 is exact); anything else is computed in float64.
+    """
+    if scale is None and multiplier == 1.0 and out.dtype == np.float32 and values.dtype.itemsize == 4:
+        np.divide(values, np.float32(divisor), out=out)
+    else:
+        out[...] = _scaled(values, scale) * multiplier / divisor
+
+
 def cell_edges(lengths, angles):
     """Box vectors (rows, nm) of frames with cell *lengths* (Angstrom) and *angles* (degrees).
 
-    Frames whose lengths are all zero get zero edges (no box), as MDAnalysis reads them.
+    ``MDAnalysis.lib.mdamath.triclinic_vectors`` of the float32 dimensions (as MDAnalysis's
+    reader holds them), computed here at once for rectangular cells, which it turns into a
+    diagonal exactly; frames whose lengths are all zero get zero edges (no box).
     """
     from MDAnalysis.lib.mdamath import triclinic_vectors
 
-    edges = np.zeros((len(lengths), 3, 3), np.float64)
-    for row, (length, angle) in enumerate(zip(lengths, angles)):
-        if np.any(length):
-            edges[row] = triclinic_vectors(np.concatenate([length, angle]).astype(np.float32))
+    dimensions = np.concatenate([lengths, angles], axis=1).astype(np.float32)
+    edges = np.zeros((len(dimensions), 3, 3), np.float64)
+    rectangular = (dimensions > 0).all(axis=1) & (dimensions[:, 3:] == 90).all(axis=1)
+    edges[rectangular] = dimensions[rectangular, :3, None] * np.eye(3)
+    for row in np.flatnonzero(~rectangular & dimensions[:, :3].any(axis=1)):
+        edges[row] = triclinic_vectors(dimensions[row])
     return edges / ANGSTROM_PER_NM
 
 
@@ -256,20 +272,28 @@ class NCDFFormat(Format):
                     values = self._read(layout, frame, 3 * first, 3 * (last - first)).reshape(-1, 3)
                     if self.pick is not None:
                         values = values[self.pick]
-                    multiplier, divisor = layout["factor"]
-                    converted = _scaled(values, layout["scale"]) * multiplier / divisor
-                    getattr(block, name)[row] = converted
-                box = details["box"]
-                if box is not None and self.segment.fields["box"][frame]:
-                    lengths = _scaled(self._read(box["cell_lengths"], frame, 0, 3), box["cell_lengths"]["scale"])
-                    angles = _scaled(self._read(box["cell_angles"], frame, 0, 3), box["cell_angles"]["scale"])
-                    block.edges[row] = cell_edges(lengths[None], angles[None])[0]
-                else:
-                    block.edges[row] = 0.0
+                    convert_to(getattr(block, name)[row], values, layout["scale"], *layout["factor"])
             except (OSError, EOFError, ValueError) as error:
                 raise self.error(frame, error) from None
             row += 1
+        self._read_edges(frames, block.edges[row - len(frames):row])
         return row
+
+    def _read_edges(self, frames, edges):
+        box = self.segment.details["box"]
+        present = self.segment.fields.get("box")
+        edges[...] = 0.0
+        if box is None or not present[frames].any():
+            return
+        wanted = frames[present[frames]]
+        cells = {}
+        for name in ("cell_lengths", "cell_angles"):
+            try:
+                values = [self._read(box[name], int(frame), 0, 3) for frame in wanted]
+            except (OSError, EOFError, ValueError) as error:
+                raise self.error(wanted[0], error) from None
+            cells[name] = _scaled(np.array(values), box[name]["scale"])
+        edges[present[frames]] = cell_edges(cells["cell_lengths"], cells["cell_angles"])
 
     def close(self):
         if self.fd is not None:
