@@ -201,3 +201,21 @@ def test_damaged_inputs_one_line_error(tmp_path, case, message):
     assert len(lines) == 1 and lines[0].startswith("error: ") and path.name in lines[0], done.stderr
     assert message in lines[0], lines[0]
     assert not output.exists() and os.listdir(tmp_path) == [path.name]
+
+
+def test_trz_frames_read_at_their_offsets_not_by_their_numbers(tmp_path):
+    """Regression: MDAnalysis seeks relative to each TRZ frame's stored number (nframe); with
+    numbers that are not consecutive it read other frames than asked. h5mdtool reads each
+    frame at its own offset, so the values stay those of the unpatched file."""
+    import struct
+
+    raw = bytearray(open(data.TRZ, "rb").read())
+    frame_bytes = (len(raw) - 100) // 6
+    for frame in range(6):
+        struct.pack_into("<i", raw, 100 + frame * frame_bytes + 4, 7)  # every frame says it is frame 7
+    path = str(tmp_path / "renumbered.trz")
+    open(path, "wb").write(raw)
+    output = str(tmp_path / "renumbered.h5md")
+    convert(path, output, progress=False)
+    frames = source_frames(data.TRZ, "TRZ", lambda ts, frame: int(ts.data["frame"]), n_atoms=8184)
+    compare_output(output, frames)
