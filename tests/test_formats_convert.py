@@ -133,3 +133,30 @@ def test_cli_format_override_and_help(tmp_path):
     result = CliRunner().invoke(cli, ["convert", "--help"])
     for name in ("NCDF (.nc .ncdf)", "TNG (.tng)", "LAMMPS (no extension", "TRZ (.trz)", "GSD (.gsd)"):
         assert name in " ".join(result.output.split()), name
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+@pytest.mark.parametrize("case", ["ncdf-nan-late-frame", "tng-corrupt"])
+def test_bad_frame_under_mpirun_stops_every_rank_with_one_line(tmp_path, ranks, case):
+    """A NaN only the last rank decodes, or a file rank 0's scan refuses: one error line, exit 1."""
+    from conftest import run_h5mdtool
+    from scipy.io import netcdf_file
+
+    if case == "ncdf-nan-late-frame":
+        path = str(tmp_path / "nan.nc")
+        open(path, "wb").write(open(data.TRJ_NCBOX, "rb").read())
+        with netcdf_file(path, "a", mmap=False) as handle:
+            handle.variables["coordinates"][9, 17, 2] = np.nan
+        expected = [f"error: rank {ranks - 1}: ", "nan.nc: frame 9 holds non-finite positions (atom 17)"]
+    else:
+        path = str(tmp_path / "corrupt.tng")
+        raw = bytearray(open(data.TNG_traj_vels_forces, "rb").read())
+        raw[391597] ^= 0xFF
+        open(path, "wb").write(raw)
+        expected = ["corrupt.tng", "fails its MD5 check"]
+    output = tmp_path / "out.h5md"
+    done = run_h5mdtool(["convert", path, "-o", str(output), "--compression", "gzip"], ranks=ranks, timeout=180)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count("error:") == 1 and all(text in done.stderr for text in expected), done.stderr
+    assert "Traceback" not in done.stderr
+    assert not output.exists() and os.listdir(tmp_path) == [os.path.basename(path)]
