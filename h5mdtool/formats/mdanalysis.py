@@ -66,6 +66,8 @@ class MDAnalysisFormat(Format):
 
     #: MDAnalysis's name of the format (``format=`` of a Universe).
     mda_format = None
+    #: False when the file records no time and MDAnalysis's default (1 ps per frame or step) is used.
+    records_time = True
 
     @classmethod
     def reader_kwargs(cls, path):
@@ -150,7 +152,7 @@ class MDAnalysisFormat(Format):
         return Segment(
             path=path, format=cls.name, n_atoms=n_atoms, n_frames=n_frames, size=stat.st_size,
             mtime=stat.st_mtime, step=step[:n_frames], time=time[:n_frames], fields=fields,
-            details={"mdanalysis_format": cls.mda_format}, dropped=dropped,
+            details={"mdanalysis_format": cls.mda_format, "time_recorded": cls.records_time}, dropped=dropped,
         )
 
     def __init__(self, segment, atom_indices=None):
@@ -203,6 +205,7 @@ class TRZFormat(MDAnalysisFormat):
     name = "TRZ"
     extensions = (".trz",)
     mda_format = "TRZ"
+    decoders = ("MDAnalysis.coordinates.TRZ",)
     #: Bytes of the file header, and of a frame header up to its atom count.
     HEADER = 100
     NATOMS_AT = HEADER + 12
@@ -251,7 +254,8 @@ class GSDFormat(MDAnalysisFormat):
     name = "GSD"
     extensions = (".gsd",)
     mda_format = "GSD"
-    decoders = ("gsd.hoomd",)
+    records_time = False
+    decoders = ("MDAnalysis.coordinates.GSD", "gsd.hoomd")
 
 
 class LAMMPSDumpFormat(MDAnalysisFormat):
@@ -270,6 +274,8 @@ class LAMMPSDumpFormat(MDAnalysisFormat):
     name = "LAMMPSDUMP"
     extensions = (".lammpstrj", ".lammpsdump")
     mda_format = "LAMMPSDUMP"
+    decoders = ("MDAnalysis.coordinates.LAMMPS",)
+    records_time = False
     #: Lines of a frame besides one per atom (ITEM lines, step, atom count, three box lines).
     HEADER_LINES = 9
 

@@ -157,6 +157,7 @@ class NCDFFormat(Format):
 
     name = "NCDF"
     extensions = (".nc", ".ncdf")
+    decoders = ("MDAnalysis.lib.mdamath",)
 
     @classmethod
     def scan(cls, path, on_truncated="error"):
