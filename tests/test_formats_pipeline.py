@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from MDAnalysisTests import datafiles as data
 
-from h5mdtool import bench_rmsd, split
+from h5mdtool import bench_rmsd, convert, split
 
 ADK_FORMATS = ("NCDF", "TRZ", "GSD")
 
@@ -145,3 +145,25 @@ def test_bench_frames_engine_on_ncdf(comm, adk_files, dcd_rmsd):
     result = bench_rmsd(adk_files["NCDF"], data.PSF, comm=comm, engine="frames", block_frames=9)
     oracle = mdanalysis_rmsd(data.PSF, adk_files["NCDF"], "name CA") if comm.rank == 0 else None
     check_same_rmsd(comm, result, dcd_rmsd, oracle)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("source", [data.TRJ_NCBOX, data.TNG_traj_vels_forces, data.TRZ, data.GSD,
+                                    data.LAMMPSDUMP_image_vf], ids=["NCDF", "TNG", "TRZ", "GSD", "LAMMPSDUMP"])
+def test_validate_against_the_source(comm, shared_tmp, source):
+    """validate --against re-reads the new formats through the same stack: every frame equal."""
+    from h5mdtool import validate
+
+    output = os.path.join(shared_tmp, "out.h5md")
+    convert(source, output, comm=comm, progress=False)
+    comm.Barrier()
+    report = validate(output, comm=comm, against=[source])
+    assert report.exit_code == 0
+    comm.Barrier()
+    if comm.rank == 0:  # and it would see a difference
+        import h5py
+
+        with h5py.File(output, "r+") as handle:
+            handle["particles/trajectory/position/value"][1, 0, 0] += 0.5
+    comm.Barrier()
+    assert validate(output, comm=comm, against=[source]).exit_code != 0
