@@ -254,7 +254,7 @@ class NCDFFormat(Format):
         self.pick = pick
 
     def _read(self, layout, frame, first, count):
-        """*count* values of variable *layout* from value *first* of record *frame*, as float64."""
+        """*count* values of variable *layout* from value *first* of record *frame*, in the file's type."""
         dtype = np.dtype(layout["dtype"])
         start = layout["begin"] + frame * self.segment.details["record_size"] + first * dtype.itemsize
         data = os.pread(self.fd, count * dtype.itemsize, start)
