@@ -89,11 +89,14 @@ def _scan_copy(paths):
 
 def _converted(index):
     """True when reading *index* converts units (DCD Angstrom, H5MD in other units than h5mdtool's)."""
-    return any(
-        s.format == "DCD" or (s.format == "H5MD" and any(
-            float(e["factor"]) != 1.0 for e in s.details["elements"].values()))
-        for s in index.segments
-    )
+    def converts(segment):
+        if segment.format in ("XTC", "TRR"):
+            return False
+        if segment.format == "H5MD":
+            return any(float(e["factor"]) != 1.0 for e in segment.details["elements"].values())
+        return True  # DCD, NetCDF, LAMMPS, TRZ, GSD...: stored in other units than h5mdtool's
+
+    return any(converts(segment) for segment in index.segments)
 
 
 class Differences:

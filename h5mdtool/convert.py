@@ -104,6 +104,10 @@ def _notes(index, frames, groups, fields_asked):
         if missing:
             notes.append(f"{missing} frame(s) without a box are stored with zero edges "
                          "(the XTC/TRR convention, read by MDAnalysis as no box)")
+    for segment in index.segments:
+        if segment.details.get("time_recorded") is False:
+            notes.append(f"{segment.path} records no time: its times are MDAnalysis's default for the format "
+                         "(1 ps per frame), as MDAnalysis reads it")
     if index.time is None:
         notes.append("the input records no time, so none is written (MDAnalysis 2.11's H5MDReader cannot "
                      "open H5MD files without time, the input included)")

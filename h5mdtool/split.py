@@ -175,17 +175,19 @@ def _checked_layout(part_format, nparts, options):
     return None
 
 
-def _plan(comm, inputs, outdir, nparts, *, part_format, on_overlap, on_truncated, force, options, command):
+def _plan(comm, inputs, outdir, nparts, *, part_format, on_overlap, on_truncated, input_format, force, options,
+          command):
     """Rank 0: check the options, the output directory and the inputs; choose the parts."""
     layout = _checked_layout(part_format, nparts, options)
     output_existed = check_output_directory(outdir, inputs, force)
     if part_format == "same":
-        formats = {detect_format(path) for path in inputs}
+        formats = {detect_format(path, input_format) for path in inputs}
         if len(formats) > 1:
             raise UsageError("--format same needs inputs of one format; use --format h5md to mix them")
-        if formats == {"H5MD"}:
-            raise UsageError("--format same copies XTC, TRR or DCD frames; for H5MD input use --format h5md")
-    index = scan(inputs, on_overlap=on_overlap, on_truncated=on_truncated)
+        if not formats <= {"XTC", "TRR", "DCD"}:
+            raise UsageError(f"--format same copies XTC, TRR or DCD frames; for {', '.join(sorted(formats))} "
+                             "input use --format h5md")
+    index = scan(inputs, on_overlap=on_overlap, on_truncated=on_truncated, format=input_format)
     if nparts > index.n_frames:
         raise UsageError(
             f"--nparts {nparts} is more than the {index.n_frames} frames of the trajectory"
@@ -462,7 +464,8 @@ def _publish(plan, gathered, started, n_ranks):
 
 
 @entry_point
-def split(inputs, outdir, nparts, *, comm=None, format="same", on_overlap="error", on_truncated="error", force=False,
+def split(inputs, outdir, nparts, *, comm=None, format="same", on_overlap="error", on_truncated="error",
+          input_format=None, force=False,
           progress=None, chunk_frames=None, contiguous=None, compression=None,
           compression_level=None, shuffle=None, precision=None, velocity_precision=None, force_precision=None,
           velocities=None, forces=None, command=None):
@@ -483,6 +486,8 @@ def split(inputs, outdir, nparts, *, comm=None, format="same", on_overlap="error
         parts with the layout options below.
     on_overlap, on_truncated : {"error", "drop"}
         As for convert; dropped frames are listed in the manifest.
+    input_format : str, optional
+        Read every input as this format (convert's ``--format``), whatever its extension.
     force : bool
         Replace the contents of a non-empty *outdir* (once the new parts are complete).
     progress : bool, optional
@@ -522,7 +527,7 @@ def split(inputs, outdir, nparts, *, comm=None, format="same", on_overlap="error
                    velocities=velocities, forces=forces)
     plan = root_call(
         comm, _plan, comm, inputs, outdir, nparts, part_format=format, on_overlap=on_overlap,
-        on_truncated=on_truncated, force=force, options=options, command=command,
+        on_truncated=on_truncated, input_format=input_format, force=force, options=options, command=command,
     )
     mine = balanced_slices(len(plan.parts), comm.size)[comm.rank]
     results = {}

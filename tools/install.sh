@@ -5,7 +5,8 @@
 #     site's mpicc when HDF5_DIR points at a site HDF5, or with MPI4PY_FROM_SOURCE=1) and h5py
 #     built from source against parallel HDF5;
 #  3. hdf5plugin (compression filters) without dependencies, after the parallel h5py;
-#  4. h5mdtool in editable mode with its test and plot extras.
+#  4. h5mdtool in editable mode with its test, plot and formats extras (pytng, gsd: TNG and
+#     GSD inputs; both depend on numpy only, so they cannot displace the parallel h5py).
 # Every step is skipped when already done, so a second run takes seconds.
 set -euo pipefail
 
@@ -93,10 +94,12 @@ python_environment() {
         say "installing pyh5md (tests)"
         $pip install --no-deps "pyh5md>=1.2"
     fi
-    if ! "$VENV/bin/python" -c "import h5mdtool, MDAnalysisTests, pytest, matplotlib, tqdm, click" 2>/dev/null \
+    if ! "$VENV/bin/python" -c "import h5mdtool, MDAnalysisTests, pytest, matplotlib, tqdm, click, pytng, gsd, scipy" 2>/dev/null \
         || [ setup.cfg -nt "$VENV/.h5mdtool-installed" ]; then
-        say "installing h5mdtool (editable) with test and plot extras"
-        $pip install --no-build-isolation -e ".[test,plot]"
+        say "installing h5mdtool (editable) with test, plot and formats extras"
+        $pip install --no-build-isolation -e ".[test,plot,formats]"
+        "$VENV/bin/python" -c "import h5py, sys; sys.exit(0 if h5py.get_config().mpi else 1)" \
+            || { echo "[install] installing the extras replaced the parallel h5py; see docs/installation.md" >&2; exit 1; }
         touch "$VENV/.h5mdtool-installed"
     fi
     say "ready: $("$VENV/bin/python" -c 'import h5py, mpi4py, MDAnalysis; print("h5py", h5py.version.version, "HDF5", h5py.version.hdf5_version, "mpi4py", mpi4py.__version__, "MDAnalysis", MDAnalysis.__version__)')"

@@ -20,11 +20,19 @@ from ..errors import InputError, UsageError
 from .base import ATOM_FIELDS, FIELDS, UNITS, FrameBlock, Format, Segment
 from .dcd import DCDFormat
 from .h5md import H5MDFormat
+from .lammps import LAMMPSFormat
+from .mdanalysis import GSDFormat, LAMMPSDumpFormat, TRZFormat
+from .netcdf import NCDFFormat
+from .tng import TNGFormat
 from .trr import TRRFormat
 from .xtc import XTCFormat
 
 #: Format name -> class.
-REGISTRY = {cls.name: cls for cls in (XTCFormat, TRRFormat, DCDFormat, H5MDFormat)}
+REGISTRY = {cls.name: cls for cls in (
+    XTCFormat, TRRFormat, DCDFormat, H5MDFormat,
+    NCDFFormat, LAMMPSFormat, TNGFormat,  # read by h5mdtool (TNG decoded by pytng)
+    TRZFormat, GSDFormat, LAMMPSDumpFormat,  # read through MDAnalysis's readers
+)}
 #: File extension -> format name.
 EXTENSIONS = {extension: cls.name for cls in REGISTRY.values() for extension in cls.extensions}
 

@@ -26,8 +26,10 @@ def command(inputs, output, topology, select, atom_indices_file, start, stop, st
             input_format, group, chunk_frames, precision, velocity_precision, force_precision, contiguous,
             compression, compression_level, shuffle, stripe_count, stripe_size, block_size, author, force,
             progress, as_json):
-    """Convert XTC, TRR, DCD or H5MD trajectories into one H5MD 1.1 file.
+    """Convert MD trajectories into one H5MD 1.1 file.
 
+    Inputs: GROMACS XTC, TRR and TNG; CHARMM/NAMD DCD (LAMMPS DCD with --format LAMMPS);
+    AMBER NetCDF; TRZ, GSD and LAMMPS dump (through MDAnalysis's readers); H5MD.
     Several INPUT files are segments of one trajectory, concatenated in order (as
     'gmx mdrun -noappend' leaves them). An H5MD input is rewritten with the new layout
     (relayout) and everything else in it is carried over. Positions are stored as float32

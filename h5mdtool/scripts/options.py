@@ -90,8 +90,21 @@ truncation_option = click.option("--on-truncated", type=click.Choice(["error", "
 
 
 def input_format_option(*names):
-    """The option naming the input format (``--format`` for convert), overriding extensions."""
-    return click.option(*names, "input_format", type=click.Choice(["XTC", "TRR", "DCD", "H5MD"], case_sensitive=False), default=None, help="Read every input as this format, whatever its extension. Default: from the extension (.xtc .trr .dcd .h5md .h5).")
+    """The option naming the input format (``--format`` for convert), overriding extensions.
+
+    The choices are the formats of the reading stack's registry, with their extensions.
+    """
+    from ..formats import REGISTRY
+
+    known = "; ".join(
+        f"{name} ({' '.join(cls.extensions)})" if cls.extensions else f"{name} (no extension: name it)"
+        for name, cls in sorted(REGISTRY.items())
+    )
+    return click.option(
+        *names, "input_format", type=click.Choice(sorted(REGISTRY), case_sensitive=False), default=None,
+        help=f"Read every input as this format, whatever its extension (as MDAnalysis's format=). "
+             f"Formats and the extensions that select them: {known}. Default: from the extension.",
+    )
 
 
 chunk_options = compose(

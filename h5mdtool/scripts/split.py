@@ -3,8 +3,8 @@
 import click
 
 from ..mpi import resolve
-from .options import (chunk_options, emit_json, field_options, given_on_command_line, human_bytes, run_options,
-                      segment_options, truncation_option)
+from .options import (chunk_options, emit_json, field_options, given_on_command_line, human_bytes, input_format_option,
+                      run_options, segment_options, truncation_option)
 
 #: Options that shape H5MD parts; passed to the library only when given, so that the
 #: library can refuse them with --format same.
@@ -19,12 +19,13 @@ H5MD_PART_PARAMETERS = ("chunk_frames", "precision", "velocity_precision", "forc
 @click.option("--format", "part_format", type=click.Choice(["same", "h5md"]), default="same", show_default=True, help="same: parts in the input's format, frames copied byte for byte (XTC, TRR, DCD); h5md: H5MD parts, shaped by the options below.")
 @segment_options
 @truncation_option
+@input_format_option("--input-format")
 @chunk_options
 @field_options
 @run_options
 @click.pass_context
-def command(ctx, inputs, nparts, output, part_format, on_overlap, on_truncated, force, progress, as_json,
-            **h5md_options):
+def command(ctx, inputs, nparts, output, part_format, on_overlap, on_truncated, input_format, force, progress,
+            as_json, **h5md_options):
     """Split one trajectory into N part files plus a manifest, for one file per rank.
 
     Several INPUT files are segments of one trajectory. Parts are named part-0001.xtc, ...
@@ -53,7 +54,7 @@ def command(ctx, inputs, nparts, output, part_format, on_overlap, on_truncated, 
     comm = resolve()
     summary = split(
         list(inputs), output, nparts, comm=comm, format=part_format, on_overlap=on_overlap,
-        on_truncated=on_truncated, force=force, progress=progress, **given_on_command_line(ctx, H5MD_PART_PARAMETERS),
+        on_truncated=on_truncated, input_format=input_format, force=force, progress=progress, **given_on_command_line(ctx, H5MD_PART_PARAMETERS),
     )
     if comm.rank != 0:
         return
