@@ -236,7 +236,8 @@ def _carry_over(plan, author):
     every_frame = (frames.start, frames.stop, frames.step) == (0, plan.index.n_frames, 1) and not source.skip
     steps = None if every_frame else plan.index.step[np.arange(frames.start, frames.stop, frames.step)]
     return carry_over(source.path, plan.temporary, source.details["group"], steps=steps,
-                      atoms=plan.atom_indices, n_atoms=plan.index.n_atoms, keep_author=author is not None)
+                      atoms=plan.atom_indices, n_atoms=plan.index.n_atoms, keep_author=author is not None,
+                      layout=plan.layout)
 
 
 def write_h5md_file(path, plan, *, comm, bar, block_bytes=DEFAULT_BLOCK_BYTES, author=None, label=None):

@@ -24,13 +24,16 @@ from .writer import PARTICLES, PROVENANCE
 
 #: Elements of the particle group that convert writes itself.
 REWRITTEN = ("position", "velocity", "force", "box")
+#: Memory for one block of rows when a time-dependent value is copied.
+COPY_BLOCK_BYTES = 64 * 1024**2
 
 
 class _Copier:
     """Copies objects from *src* to *dst*, reducing them to the kept steps and atoms."""
 
-    def __init__(self, src, dst, steps, atoms, n_atoms):
+    def __init__(self, src, dst, steps, atoms, n_atoms, layout=None):
         self.src, self.dst = src, dst
+        self.layout = layout
         self.steps = None if steps is None else np.asarray(steps, np.int64)
         self.atoms = None if atoms is None else np.asarray(atoms, np.int64)
         self.n_atoms = n_atoms
@@ -65,7 +68,7 @@ class _Copier:
             if isinstance(obj, h5py.Dataset) and atoms is not None and obj.ndim >= 1 and obj.shape[0] == self.n_atoms:
                 self._dataset(obj, target, obj[()][atoms])
                 self.reduced.append(f"/{path} (the selected atoms)")
-            elif isinstance(obj, h5py.Group) and (atoms is not None or self.steps is not None):
+            elif isinstance(obj, h5py.Group) and (atoms is not None or self.steps is not None or self.layout is not None):
                 for child in obj:
                     self.element(f"{path}/{child}", f"{target}/{child}", per_particle)
             else:
@@ -76,13 +79,12 @@ class _Copier:
         if rows is None:
             return
         keep_atoms = atoms is not None and value.ndim >= 2 and value.shape[1] == self.n_atoms
-        if rows is Ellipsis and not keep_atoms:
+        frame_shaped = self.layout is not None and value.ndim == 3
+        if rows is Ellipsis and not keep_atoms and not frame_shaped:
             self.copy(path, target)
             return
-        data = value[()] if rows is Ellipsis else value[()][rows]
-        if keep_atoms:
-            data = data[:, atoms]
-        self._dataset(value, f"{target}/value", data)
+        self._stream(value, f"{target}/value", None if rows is Ellipsis else rows, atoms if keep_atoms else None,
+                     frame_shaped)
         for name in ("step", "time"):
             if name in obj:
                 series = obj[name]
@@ -90,9 +92,43 @@ class _Copier:
                     self.src.copy(series, self.dst.require_group(target), name=name)
                 else:
                     self._dataset(series, f"{target}/{name}", series[()][rows])
-        self.reduced.append(f"/{path} ({'the kept frames' if rows is not Ellipsis else ''}"
-                            f"{' and ' if rows is not Ellipsis and keep_atoms else ''}"
-                            f"{'the selected atoms' if keep_atoms else ''})")
+        what = [text for text, done in (("the kept frames", rows is not Ellipsis), ("the selected atoms", keep_atoms),
+                                        ("frame-shaped chunks", frame_shaped)) if done]
+        self.reduced.append(f"/{path} ({' and '.join(what)})")
+
+    def _stream(self, template, target, rows, atoms, frame_shaped):
+        """Copy rows *rows* (all when None) and atoms *atoms* of a time-dependent value, in blocks.
+
+        With *frame_shaped*, the copy gets the new file's chunks (whole frames) and codec.
+        """
+        n = template.shape[0] if rows is None else len(rows)
+        shape = (n,) + ((len(atoms),) if atoms is not None else template.shape[1:2]) + template.shape[2:]
+        parent, name = self._parent(target)
+        if frame_shaped and n:
+            options = self.layout.dataset_options(n, shape[1])
+            options["chunks"] = (min(options["chunks"][0] if options["chunks"] else 1, n),) + shape[1:]
+            options.pop("fill_time", None)
+        else:
+            options = self._options(template, shape)
+        dataset = parent.create_dataset(name, shape=shape, dtype=template.dtype, **options)
+        for key, value in template.attrs.items():
+            dataset.attrs[key] = value
+        row_bytes = max(1, int(np.prod(template.shape[1:], dtype=np.int64)) * template.dtype.itemsize)
+        step = max(1, COPY_BLOCK_BYTES // row_bytes)
+        for first in range(0, n, step):
+            wanted = np.arange(first, min(n, first + step)) if rows is None else rows[first:first + step]
+            data = template[int(wanted[0]):int(wanted[-1]) + 1][wanted - wanted[0]]
+            dataset[first:first + len(wanted)] = data if atoms is None else data[:, atoms]
+
+    def _options(self, template, shape):
+        """Chunks and filters like *template*'s, fitted to *shape*."""
+        options = {}
+        if template.chunks and len(shape) and all(shape):
+            options["chunks"] = tuple(min(c, s) for c, s in zip(template.chunks, shape))
+            if template.compression in ("gzip", "lzf"):
+                options.update(compression=template.compression, compression_opts=template.compression_opts,
+                               shuffle=template.shuffle)
+        return options
 
     def _rows(self, group, length, path):
         """Rows of a time-dependent element whose step was kept (Ellipsis for all, None to skip)."""
@@ -111,12 +147,7 @@ class _Copier:
     def _dataset(self, template, target, data):
         """A new dataset at *target* with *data*, the attributes of *template* and its filters."""
         parent, name = self._parent(target)
-        options = {}
-        if template.chunks and np.ndim(data) and np.size(data):
-            options["chunks"] = tuple(min(c, s) for c, s in zip(template.chunks, np.shape(data)))
-            if template.compression in ("gzip", "lzf"):
-                options.update(compression=template.compression, compression_opts=template.compression_opts,
-                               shuffle=template.shuffle)
+        options = self._options(template, np.shape(data)) if np.ndim(data) else {}
         dataset = parent.create_dataset(name, data=data, dtype=template.dtype, **options)
         for key, value in template.attrs.items():
             dataset.attrs[key] = value
@@ -145,7 +176,8 @@ class _Copier:
         self.reduced.append(f"/{path} ({len(kept)} of {len(pairs)} entries: those of the selected atoms, renumbered)")
 
 
-def carry_over(source, destination, particle_group, steps=None, atoms=None, n_atoms=None, keep_author=False):
+def carry_over(source, destination, particle_group, steps=None, atoms=None, n_atoms=None, keep_author=False,
+               layout=None):
     """Copy the objects of *source* that convert did not rewrite into *destination*.
 
     Parameters
@@ -163,6 +195,9 @@ def carry_over(source, destination, particle_group, steps=None, atoms=None, n_at
         Atoms of the rewritten group in the source.
     keep_author : bool
         Keep the destination's ``/h5md/author`` (``--author`` was given).
+    layout : h5mdtool.layout.Layout, optional
+        Give time-dependent per-particle values (shape (frames, particles, D)) the new
+        file's frame-shaped chunks and codec, as convert gives positions.
 
     Returns
     -------
@@ -173,7 +208,7 @@ def carry_over(source, destination, particle_group, steps=None, atoms=None, n_at
     import h5py
 
     with h5py.File(source, "r") as src, h5py.File(destination, "r+") as dst:
-        copier = _Copier(src, dst, steps, atoms, n_atoms)
+        copier = _Copier(src, dst, steps, atoms, n_atoms, layout)
         creator = {k: _text(v) for k, v in src["h5md/creator"].attrs.items()} if "h5md/creator" in src else {}
         if "h5md/author" in src and not keep_author:
             author = dst["h5md/author"]

@@ -198,9 +198,6 @@ def test_fix_command_fixes_the_layout(tmp_path, solvated, layout):
             assert np.array_equal(a[f"{TRAJ}/{element}/value"][:], b[f"{TRAJ}/{element}/value"][:])
 
 
-@pytest.mark.xfail(strict=True, reason="convert (not owned here): --chunk-frames auto on a 20-frame file writes one chunk "
-                                       "that HDF5 1.10.8 never stores (the positions read back as 0: DATA006), and "
-                                       "elements other than position/velocity/force keep their chunks")
 def test_fix_command_fixes_cu_h5md(tmp_path):
     path = str(tmp_path / "cu.h5md")
     shutil.copy(CU_H5MD, path)
@@ -210,8 +207,6 @@ def test_fix_command_fixes_cu_h5md(tmp_path):
         [(f.rule, f.message) for f in report.findings]
 
 
-@pytest.mark.xfail(strict=True, reason="sources.py (not owned here): an H5MD box whose edges are time-dependent (n, 3) "
-                                       "is read as a fixed (3, 3) box, so the relayout of pyh5md files fails")
 def test_fix_command_fixes_pyh5md_files(tmp_path, corpus):
     path = str(tmp_path / "pyh5md.h5md")
     shutil.copy(corpus["pyh5md explicit"][0], path)
