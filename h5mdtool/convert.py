@@ -55,6 +55,8 @@ class ConvertPlan:
     provenance: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
     topology: str = None
+    #: Per group, stored rows written before the frames (``--append``), or None.
+    lead: list = None
 
     @property
     def n_frames(self):
@@ -182,13 +184,20 @@ def _frames_in_round(slices, capacity, number):
     )
 
 
-def _write_group(writer, number, plan, reader, comm, bar, block_bytes):
-    """Collective: every rank writes its balanced share of whole chunks of one element group."""
+def _write_group(writer, number, plan, reader, comm, bar, block_bytes, row_offset=0):
+    """Collective: every rank writes its balanced share of whole chunks of one element group.
+
+    The group's first rows may be *lead* rows, stored values given by the plan (``--append``
+    rewrites the last, partial chunk of the file it extends); the frames follow them. Rows
+    are written from dataset row *row_offset* on (a multiple of the chunk rows).
+    """
     fields, frames = plan.groups[number]
+    lead = plan.lead[number] if plan.lead else None
+    n_lead = 0 if lead is None else len(lead["step"])
     atom_fields = [name for name in fields if name != "box"]
     encodings = {name: plan.layout.encoding(name, plan.index.dtype) for name in atom_fields}
     chunk = writer.chunk_frames(number)
-    slices = chunk_aligned_slices(len(frames), chunk, comm.size)
+    slices = chunk_aligned_slices(n_lead + len(frames), chunk, comm.size)
     frame_bytes = plan.n_atoms * 3 * sum(np.dtype(e.dtype).itemsize for e in encodings.values())
     capacity = block_capacity(chunk, frame_bytes, block_bytes)
     rounds = max(-(-(stop - begin) // capacity) for begin, stop in slices)
@@ -197,12 +206,16 @@ def _write_group(writer, number, plan, reader, comm, bar, block_bytes):
     def load(round_number, block):
         """Decode and encode the frames of one round (in the prefetch thread; no MPI calls)."""
         first = begin + round_number * capacity
+        last = min(stop, first + capacity)
         block.n = 0
-        if first < stop:
-            reader.read(frames[first:min(stop, first + capacity)], block, fields)
+        if max(first, n_lead) < last:
+            reader.read(frames[max(first, n_lead) - n_lead:last - n_lead], block, fields)
         arrays = {name: encodings[name].encode(block.view(name)) for name in atom_fields}
         if "box" in fields:
             arrays["edges"] = block.edges[: block.n]
+        if first < min(last, n_lead):  # stored rows: already encoded
+            rows = slice(first, min(last, n_lead))
+            arrays = {name: np.concatenate([lead[name][rows], values]) for name, values in arrays.items()}
         return arrays
 
     # Decoding the next block overlaps writing the current one: HDF5 writes release the
@@ -217,11 +230,15 @@ def _write_group(writer, number, plan, reader, comm, bar, block_bytes):
             agree(comm, failure[0])
             if round_number + 1 < rounds:
                 pending = prefetch.submit(load, round_number + 1, blocks[(round_number + 1) % 2])
-            writer.write(number, begin + round_number * capacity, arrays)
+            writer.write(number, row_offset + begin + round_number * capacity, arrays)
             delay("convert-round", comm.rank)
             bar.update(_frames_in_round(slices, capacity, round_number))
+    steps = plan.index.step[frames]
     time_values = None if plan.index.time is None else plan.index.time[frames]
-    writer.write_series(number, plan.index.step[frames], time_values)
+    if lead is not None:
+        steps = np.concatenate([lead["step"], steps])
+        time_values = None if time_values is None else np.concatenate([lead["time"], time_values])
+    writer.write_series(number, steps, time_values, row_offset)
 
 
 def _carry_over(plan, author):
@@ -263,7 +280,9 @@ def write_h5md_file(path, plan, *, comm, bar, block_bytes=DEFAULT_BLOCK_BYTES, a
     try:
         write_h5md_metadata(h5file, plan.provenance["h5mdtool_version"], author)
         write_provenance(h5file, plan.provenance)
-        element_sizes = [(fields, len(frames)) for fields, frames in plan.groups]
+        element_sizes = [(fields, len(frames) + (0 if not plan.lead or plan.lead[number] is None
+                                                  else len(plan.lead[number]["step"])))
+                         for number, (fields, frames) in enumerate(plan.groups)]
         writer = TrajectoryWriter(h5file, element_sizes, plan.n_atoms, plan.index.boundary, layout,
                                   plan.index.dtype, plan.index.time is not None, comm)
         if not layout.filtered:

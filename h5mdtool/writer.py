@@ -170,19 +170,48 @@ class TrajectoryWriter:
                 link_step_time(box["edges"], group[owner])
             self.datasets.append((fields, datasets))
 
+    @classmethod
+    def extend(cls, h5file, groups, sizes, comm):
+        """The writer of an existing h5mdtool file whose element groups grow to *sizes* rows (collective).
+
+        Parameters
+        ----------
+        h5file : h5py.File
+        groups : list of (tuple of str, dict)
+            Each group's fields and the paths of its datasets by field (``edges`` for the box).
+        sizes : list of int
+            New row count of each group.
+        comm : communicator
+        """
+        writer = cls.__new__(cls)
+        writer.comm = comm
+        writer.rows = RowWriter(comm)
+        writer.datasets = []
+        for (fields, paths), size in zip(groups, sizes):
+            datasets = {name: h5file[path] for name, path in paths.items()}
+            element = h5file[paths[fields[0]]].parent
+            datasets["step"] = element["step"]
+            if "time" in element:
+                datasets["time"] = element["time"]
+            for dataset in datasets.values():
+                if dataset.shape[0] != size:
+                    dataset.resize((size,) + dataset.shape[1:])
+            writer.datasets.append((fields, datasets))
+        return writer
+
     def chunk_frames(self, number):
         """Frames per chunk of group *number*'s per-atom data (1 when contiguous)."""
         fields, datasets = self.datasets[number]
         chunks = datasets[fields[0]].chunks
         return chunks[0] if chunks else 1
 
-    def write_series(self, number, step, time):
-        """Write group *number*'s whole ``step`` and ``time`` (rank 0 writes, others take part)."""
+    def write_series(self, number, step, time, start=0):
+        """Write group *number*'s ``step`` and ``time`` from row *start* (rank 0 writes, others take part)."""
         _, datasets = self.datasets[number]
         mine = self.comm.rank == 0
-        self.rows.write(datasets["step"], 0, step if mine else step[:0])
+        self.rows.write(datasets["step"], start, step if mine else step[:0])
         if "time" in datasets:
-            self.rows.write(datasets["time"], 0, time if mine else time[:0])
+            self.rows.write(datasets["time"], start, time if mine else time[:0])
 
     def write(self, number, start, arrays):
         """Write rows from *start* of group *number*: *arrays* maps field (and ``edges``) to rows.
@@ -197,13 +226,16 @@ class TrajectoryWriter:
             self.rows.write(dataset, start, arrays[name])
 
 
-#: Rows per chunk of step, time and box datasets (512 KiB of int64 steps).
+#: Rows per chunk of step, time and box datasets: at most 512 KiB of int64 steps, at least
+#: 1024 rows (chunks may be larger than the data, as the datasets can grow), so a small file
+#: that is appended to does not keep tiny chunks.
 SERIES_CHUNK_ROWS = 65536
+SERIES_MIN_CHUNK_ROWS = 1024
 
 
 def series_options(shape):
     """Shape, chunks and unlimited first axis of a step, time or box dataset (``--append`` grows them)."""
-    rows = max(1, min(shape[0], SERIES_CHUNK_ROWS))
+    rows = max(SERIES_MIN_CHUNK_ROWS, min(shape[0], SERIES_CHUNK_ROWS))
     return {"shape": shape, "chunks": (rows,) + shape[1:], "maxshape": (None,) + shape[1:]}
 
 

@@ -10,7 +10,8 @@ from .options import (SIZE, atom_options, emit_json, field_options, frame_option
 
 @click.command("convert")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
-@click.option("--output", "-o", required=True, help="H5MD file to write (written under a temporary name, renamed when complete).")
+@click.option("--output", "-o", default=None, help="H5MD file to write (written under a temporary name, renamed when complete).")
+@click.option("--append", "append_to", default=None, metavar="FILE", help="Instead of --output: add the frames of INPUT... to FILE, an H5MD file written by h5mdtool, in its own layout. The frames must follow its last step (--on-overlap drop drops those that do not). Interrupted, FILE keeps its old frames: the new ones become visible all at once at the end.")
 @atom_options
 @frame_options
 @field_options
@@ -22,7 +23,7 @@ from .options import (SIZE, atom_options, emit_json, field_options, frame_option
 @click.option("--block-size", type=SIZE, default="32M", show_default=True, help="Memory for one block of frames (bytes, K/M/G); each rank holds two, decoding one while writing the other.")
 @click.option("--author", default=None, help="Author name recorded in /h5md/author. Default: the user name.")
 @run_options
-def command(inputs, output, topology, select, atom_indices_file, start, stop, step, velocities, forces, on_overlap, on_truncated,
+def command(inputs, output, append_to, topology, select, atom_indices_file, start, stop, step, velocities, forces, on_overlap, on_truncated,
             input_format, group, chunk_frames, precision, velocity_precision, force_precision, contiguous,
             compression, compression_level, shuffle, stripe_count, stripe_size, block_size, author, force,
             progress, as_json):
@@ -51,10 +52,34 @@ def command(inputs, output, topology, select, atom_indices_file, start, stop, st
       h5mdtool convert md.xtc -o small.h5md --precision 0.001
       h5mdtool convert crashed.xtc -o md.h5md --on-truncated drop
       h5mdtool convert autochunked.h5md -o fast.h5md --chunk-frames auto
+      mpirun -n 4 h5mdtool convert next_part.xtc --append md.h5md
     """
     from ..convert import convert
 
     comm = resolve()
+    if append_to is not None or output is None:
+        from ..append import append, check_append_options
+        from ..errors import UsageError
+
+        if append_to is None:
+            raise UsageError("give the output file with --output FILE (or --append FILE to extend one)")
+        check_append_options(output, append_to, topology=topology, select=select, atom_indices_file=atom_indices_file,
+                             start=start, stop=stop, step=step, group=group, chunk_frames=chunk_frames,
+                             precision=precision, velocity_precision=velocity_precision,
+                             force_precision=force_precision, contiguous=contiguous, compression=compression,
+                             compression_level=compression_level, shuffle=shuffle, stripe_count=stripe_count,
+                             stripe_size=stripe_size, author=author, force=force)
+        summary = append(list(inputs), append_to, comm=comm, on_overlap=on_overlap, on_truncated=on_truncated,
+                         format=input_format, velocities=velocities, forces=forces, progress=progress,
+                         block_bytes=block_size)
+        if comm.rank == 0:
+            if as_json:
+                emit_json(summary)
+            else:
+                click.echo(f"appended {sum(summary['n_frames_added'])} frame(s) to {summary['target']} "
+                           f"(it held {summary['n_frames_before'][0]}) in {summary['seconds']:.2f} s on "
+                           f"{summary['n_ranks']} rank(s)")
+        return
     summary = convert(
         list(inputs), output, comm=comm, topology=topology, select=select, atom_indices_file=atom_indices_file,
         start=start,
