@@ -124,10 +124,12 @@ def _spinning_file(small, tmp_path):
     data = bytearray(open(small, "rb").read())
     heap = data.find(b"GCOL")
     assert heap > 0
-    # the heap object holding the box boundary "none": its size field (found by scanning the
-    # bytes of the collection; HDF5 1.10.8 never returns from reading the attribute)
-    target = data.find(b"none\x00\x00\x00\x00", heap) - 8
-    assert target > heap
+    # the heap object holding a variable-length string attribute (a unit: "nm" or "ps"; the
+    # box boundary "none" before h5mdtool wrote it fixed-length): its size field, found by
+    # scanning the bytes of the collection; HDF5 1.10.8 never returns from reading it
+    targets = [data.find(text, heap) - 8 for text in (b"none\x00\x00\x00\x00", b"nm\x00\x00\x00\x00\x00\x00",
+                                                     b"ps\x00\x00\x00\x00\x00\x00")]
+    target = next(t for t in targets if t > heap)
     data[target] = 0x7F
     path = tmp_path / "spinning.h5md"
     path.write_bytes(bytes(data))
