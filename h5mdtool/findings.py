@@ -80,7 +80,7 @@ RULES = {
     "MDA901": Rule(ERROR, "mdanalysis", "the same through MPI-IO (`driver=\"mpio\"`); checked when validate runs under mpirun/srun", "see the message"),
     "MDA902": Rule(WARNING, "mdanalysis", "MDAnalysis's read check was not run: the file has external links, virtual datasets or external raw data (MDAnalysis follows them, and a target that is a FIFO or a dead mount blocks it for ever), or one frame is too large to read here (the message says which)", "copy the data into the file (h5mdtool convert does)"),
     # layout lint
-    "LINT001": Rule(WARNING, "all", "chunks split a frame over the atoms: reading one frame touches several chunks and reads data it does not need (h5py auto-chunking; about 10x slower in paper 004)", "`h5mdtool convert FILE -o FILE_relayout.h5md --chunk-frames auto`"),
+    "LINT001": Rule(WARNING, "all", "chunks split a frame over the atoms: reading one frame touches several chunks and reads data it does not need (h5py auto-chunking; about 10x slower reads in Jakupovic & Beckstein, SciPy 2021, doi:10.25080/majora-1b6fd038-005)", "`h5mdtool convert FILE -o FILE_relayout.h5md --chunk-frames auto`"),
     "LINT002": Rule(WARNING, "all", "chunks split the xyz axis: every frame read touches one chunk per coordinate at least", "as LINT001"),
     "LINT003": Rule(WARNING, "all", "compressed chunks of several frames that do not fit in HDF5's default 1 MiB chunk cache: reading frame by frame decompresses the whole chunk again for every frame", "relayout with `--chunk-frames auto` (chunks within 1 MiB), or readers raise `rdcc_nbytes`"),
     "LINT004": Rule(WARNING, "all", "a filter that is not built into HDF5 (lzf, blosc, ...): every reader must install its plugin", "relayout with `--compression gzip`"),
