@@ -25,13 +25,18 @@ demo: install
 	@set -e; \
 	DCD=$$($(PY) -c "from MDAnalysisTests.datafiles import DCD; print(DCD)"); \
 	XTC=$$($(PY) -c "from MDAnalysisTests.datafiles import XTC; print(XTC)"); \
-	echo "== adenylate kinase in vacuum (DCD, 98 frames x 3341 atoms), 2 ranks"; \
-	$(MPIRUN) -n 2 $(H5MDTOOL) convert $$DCD -o $(DEMO_DIR)/adk.h5md --force --no-progress; \
+	PSF=$$($(PY) -c "from MDAnalysisTests.datafiles import PSF; print(PSF)"); \
+	echo "== adenylate kinase in vacuum (DCD, 98 frames x 3341 atoms), 2 ranks, topology stored in the file"; \
+	$(MPIRUN) -n 2 $(H5MDTOOL) convert $$DCD -t $$PSF -o $(DEMO_DIR)/adk.h5md --force --no-progress; \
+	$(H5MDTOOL) topology $(DEMO_DIR)/adk.h5md -o $(DEMO_DIR)/adk_from_h5md.pdb --force; \
 	echo; echo "== solvated adenylate kinase (XTC, 10 frames x 47681 atoms), 2 ranks, gzip"; \
 	$(MPIRUN) -n 2 $(H5MDTOOL) convert $$XTC -o $(DEMO_DIR)/adk_solvated.h5md --compression gzip --force --no-progress; \
+	echo; echo "== the same at the XTC's own precision: its integers kept exactly, smaller"; \
+	$(MPIRUN) -n 2 $(H5MDTOOL) convert $$XTC -o $(DEMO_DIR)/adk_solvated_xtcgrid.h5md --precision xtc --force --no-progress; \
 	echo; echo "== validating against the sources (frames divided over 2 ranks), then info"; \
 	$(MPIRUN) -n 2 $(H5MDTOOL) validate $(DEMO_DIR)/adk.h5md --against $$DCD; \
 	$(MPIRUN) -n 2 $(H5MDTOOL) validate $(DEMO_DIR)/adk_solvated.h5md --against $$XTC; \
+	$(MPIRUN) -n 2 $(H5MDTOOL) validate $(DEMO_DIR)/adk_solvated_xtcgrid.h5md --against $$XTC; \
 	$(H5MDTOOL) info $(DEMO_DIR)/adk_solvated.h5md; \
 	echo; echo "== reading both back with MDAnalysis (serial and MPI-IO) against the sources"; \
 	$(PY) examples/check_roundtrip.py $(DEMO_DIR); \
