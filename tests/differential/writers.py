@@ -322,3 +322,99 @@ def write_topology(n_atoms, names, path):
         warnings.simplefilter("ignore")
         universe.atoms.write(path)
     return path
+
+
+# -- reference copies for validate --against -------------------------------------------------
+
+def write_reference_copy(frames, path, mutation=None):
+    """An H5MD file in h5mdtool's layout holding the oracle's *frames* (see :mod:`.oracle`).
+
+    Positions, velocities and forces are float32 nm (rounded from the oracle's float64),
+    step int64, time float64 ps, box (n, 3, 3) with step and time hard-linked. With
+    *mutation* one value is changed: ``{"field", "frame", "atom", "axis", "value"}`` where
+    value is ``shift`` (a change far beyond any tolerance), ``nan``, ``inf`` or ``-inf``.
+    Returns a description of the change actually made (the field may fall back to
+    positions when the copy has no such field), or None.
+    """
+    import h5py
+
+    n, n_atoms = frames.n_frames, frames.n_atoms
+    arrays = {"position": frames.positions.values.astype(np.float32)}
+    if frames.velocities is not None and frames.velocities.mask.all():
+        arrays["velocity"] = frames.velocities.values.astype(np.float32)
+    if frames.forces is not None and frames.forces.mask.all():
+        arrays["force"] = frames.forces.values.astype(np.float32)
+    steps = frames.steps.astype(np.int64).copy()
+    times = frames.times.astype(np.float64).copy()
+    edges = frames.edges.astype(np.float32).copy() if frames.has_box else None
+    change = None
+    if mutation is not None:
+        change = _mutate(mutation, arrays, steps, times, edges, n, n_atoms)
+    with h5py.File(path, "w") as handle:
+        meta = handle.create_group("h5md")
+        meta.attrs["version"] = np.array([1, 1], np.int32)
+        meta.create_group("author").attrs["name"] = "harness"
+        creator = meta.create_group("creator")
+        creator.attrs["name"] = "differential harness"
+        creator.attrs["version"] = "1"
+        units = meta.create_group("modules/units")
+        units.attrs["version"] = np.array([1, 0], np.int32)
+        units.attrs["system"] = "SI"
+        group = handle.create_group("particles", track_order=True).create_group("trajectory")
+        box = group.create_group("box")
+        box.attrs["dimension"] = np.int32(3)
+        box.attrs["boundary"] = _string_attr(["periodic" if (b and edges is not None) else "none" for b in frames.boundary])
+        unit_of = {"position": "nm", "velocity": "nm ps-1", "force": "kJ mol-1 nm-1"}
+        owner = None
+        for name, values in arrays.items():
+            element = group.create_group(name)
+            element.create_dataset("value", data=values, chunks=(1, n_atoms, 3)).attrs["unit"] = unit_of[name]
+            if owner is None:
+                element.create_dataset("step", data=steps)
+                element.create_dataset("time", data=times).attrs["unit"] = "ps"
+                owner = element
+            else:
+                element["step"], element["time"] = owner["step"], owner["time"]
+        if edges is not None:
+            element = box.create_group("edges")
+            element.create_dataset("value", data=edges).attrs["unit"] = "nm"
+            element["step"], element["time"] = owner["step"], owner["time"]
+    return change
+
+
+def _mutate(mutation, arrays, steps, times, edges, n, n_atoms):
+    field, frame = mutation["field"], int(mutation["frame"]) % n
+    kind = mutation["value"]
+    names = {"positions": "position", "velocities": "velocity", "forces": "force"}
+    if field in names and names[field] not in arrays:
+        field = "positions"
+    if field == "box" and edges is None:
+        field = "positions"
+    if field == "time" and kind != "shift":
+        kind = "shift" if kind == "-inf" else kind
+
+    def changed(value):
+        if kind == "nan":
+            return np.nan
+        if kind == "inf":
+            return np.inf
+        if kind == "-inf":
+            return -np.inf
+        return value + max(1e-3, 1e-3 * abs(value)) * 7.0
+
+    if field in names:
+        atom, axis = int(mutation["atom"]) % n_atoms, int(mutation["axis"])
+        array = arrays[names[field]]
+        array[frame, atom, axis] = np.float32(changed(float(array[frame, atom, axis])))
+        where = f"atom {atom} axis {axis}"
+    elif field == "box":
+        axis = int(mutation["axis"])
+        edges[frame, axis, axis] = np.float32(changed(float(edges[frame, axis, axis])))
+        where = f"edge {axis}"
+    elif field == "step":
+        steps[frame] += 1 if frame + 1 == n or steps[frame + 1] > steps[frame] + 1 else -1 if frame == 0 or steps[frame - 1] < steps[frame] - 1 else 1
+        where = "step"
+    else:
+        times[frame] = changed(float(times[frame]))
+        where = "time"
+    return {"field": field, "frame": frame, "value": kind if field != "step" else "shift", "where": where}
