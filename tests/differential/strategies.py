@@ -59,8 +59,11 @@ def segment_sets(draw, fmt=None, max_segments=3):
     regime = draw(st.sampled_from(REGIMES))
     box_kind = draw(st.sampled_from(("none", "ortho", "triclinic")))
     box_changing = draw(st.booleans())
-    overlap = draw(st.sampled_from(("after", "after", "overlap", "gap"))) if n_segments > 1 else "after"
-    common = {"regime": regime, "box_kind": box_kind, "box_changing": box_changing}
+    overlap = draw(st.sampled_from(("after", "after", "after", "overlap", "gap"))) if n_segments > 1 else "after"
+    common = {"regime": regime, "box_kind": box_kind, "box_changing": box_changing,
+              # DCD restarts keep the time step; NSAVC changes only now and then
+              "dcd_delta": float(draw(st.sampled_from((1.0, 0.5, 0.02045482949774598)))),  # AKMA; the last is 1 fs
+              "dcd_nsavc": int(draw(st.sampled_from((1, 2, 10)))), "dcd_nsavc_varies": draw(st.integers(0, 5)) == 0}
     segments = []
     last_step = None
     stride = int(draw(st.sampled_from((1, 2, 5, 10, 100))))
@@ -107,13 +110,13 @@ def _segment(draw, rng, fmt, n_atoms, n_frames, first_step, stride, dt_per_step,
                 spec.has_box = rng.random(n_frames) < 0.6
     if fmt == "xtc":
         spec.xtc_precision = draw(st.sampled_from(XTC_PRECISIONS))
-        if n_frames > 1 and draw(st.integers(0, 19)) == 0:
+        if n_frames > 1 and draw(st.integers(0, 24)) == 0:
             spec.natoms_change_frame = int(draw(st.integers(1, n_frames - 1)))
     if fmt == "trr":
         _trr_fields(draw, rng, spec)
     if fmt == "h5md":
         _h5md_layout(draw, rng, spec, common)
-    if fmt in ("xtc", "trr") and spec.natoms_change_frame is None and draw(st.integers(0, 14)) == 0:
+    if fmt in ("xtc", "trr") and spec.natoms_change_frame is None and draw(st.integers(0, 19)) == 0:
         spec.extra["truncate"] = (draw(st.sampled_from(("header", "data"))), draw(st.floats(0.0, 1.0)))
     return spec
 
@@ -137,10 +140,12 @@ def _trr_fields(draw, rng, spec):
 
 
 def _dcd_segment(draw, rng, n_atoms, n_frames, first_step, stride, common):
-    nsavc = int(draw(st.sampled_from((1, 2, 10, stride if stride > 0 else 1))))
+    nsavc = common["dcd_nsavc"]
+    if common["dcd_nsavc_varies"]:
+        nsavc = int(draw(st.sampled_from((1, 2, 10, stride))))
     istart = int(first_step - first_step % nsavc)
     steps = istart + nsavc * np.arange(n_frames, dtype=np.int64)
-    delta = float(draw(st.sampled_from((1.0, 0.5, 0.02045482949774598))))  # AKMA; the last one is 1 fs
+    delta = common["dcd_delta"]
     spec = SegmentSpec(format="dcd", n_atoms=n_atoms, steps=steps, times=None,
                        positions=10.0 * coordinates(rng, (n_frames, n_atoms, 3), common["regime"]),
                        has_positions=np.ones(n_frames, bool), dcd_istart=istart, dcd_nsavc=nsavc,
@@ -155,7 +160,7 @@ def _dcd_segment(draw, rng, n_atoms, n_frames, first_step, stride, common):
             cells[:, :3] *= 1.0 + rng.uniform(-0.02, 0.02, (n_frames, 1))
         spec.extra["dcd_cells"] = cells
         spec.has_box = np.ones(n_frames, bool)
-    if draw(st.integers(0, 14)) == 0:
+    if draw(st.integers(0, 19)) == 0:
         spec.extra["truncate"] = (draw(st.sampled_from(("header", "data"))), draw(st.floats(0.0, 1.0)))
     return spec
 
@@ -280,7 +285,7 @@ def convert_options(draw, segments, names):
         if draw(st.integers(0, 3)) != 0:
             options["select"] = draw(st.sampled_from(SELECTIONS))
     if len(segments) > 1:
-        options["on_overlap"] = draw(st.sampled_from(("error", "drop", "drop")))
+        options["on_overlap"] = draw(st.sampled_from(("error", "drop", "drop", "drop")))
     if draw(st.integers(0, 5)) == 0:
         options["velocities"] = False
     if draw(st.integers(0, 5)) == 0:
@@ -293,12 +298,12 @@ def convert_options(draw, segments, names):
 @st.composite
 def split_options(draw, segments):
     n_frames = sum(s.n_frames for s in segments)
-    options = {"nparts": draw(st.sampled_from((1, 2, 3, 4, 5, 7, n_frames, n_frames + 1)))}
+    options = {"nparts": draw(st.sampled_from((1, 2, 2, 3, 3, 4, 5, 7, n_frames, n_frames + 1)))}
     options["format"] = draw(st.sampled_from(("same", "same", "h5md")))
     if options["format"] == "h5md":
         options.update(draw(layout_options(n_frames, allow_stripes=False)))
     if len(segments) > 1:
-        options["on_overlap"] = draw(st.sampled_from(("error", "drop", "drop")))
+        options["on_overlap"] = draw(st.sampled_from(("error", "drop", "drop", "drop")))
     return options
 
 
@@ -319,15 +324,15 @@ def validate_options(draw, segments):
         }
     options = {"mutation": mutation}
     if len(segments) > 1:
-        options["on_overlap"] = draw(st.sampled_from(("error", "drop")))
+        options["on_overlap"] = draw(st.sampled_from(("error", "drop", "drop", "drop")))
     return options
 
 
 @st.composite
 def bench_options(draw, n_frames):
     return {
-        "select": draw(st.sampled_from(("name CA", "name CA", "all", "index 0:4", "name CA or name C", "name XX"))),
-        "ref_frame": draw(st.sampled_from((0, 0, -1, n_frames // 2, n_frames, -n_frames - 1))),
+        "select": draw(st.sampled_from(("name CA",) * 4 + ("all", "all", "index 0:4", "index 0", "name CA or name C", "name XX"))),
+        "ref_frame": draw(st.sampled_from((0, 0, 0, -1, -1, n_frames // 2, n_frames // 3, n_frames, -n_frames - 1))),
         "engine": draw(st.sampled_from(("blocks", "blocks", "frames"))),
         "block_frames": draw(st.sampled_from((1, 3, 1024, max(1, n_frames - 1)))),
         "input": draw(st.sampled_from(("source", "source", "converted", "split"))),

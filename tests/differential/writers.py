@@ -167,10 +167,10 @@ def _h5md_by_mdanalysis(spec, path):
     universe.load_new(np.asarray(spec.positions * factor, np.float32), format=MemoryReader,
                       dimensions=dimensions, **kwargs)
     units = {"timeunit": spec.time_unit, "lengthunit": spec.length_unit}
-    if spec.velocities is not None:
-        units["velocityunit"] = f"{spec.length_unit} ps-1"
+    if spec.velocities is not None:  # MDAnalysis's notation here, not H5MD's
+        units["velocityunit"] = f"{spec.length_unit}/ps"
     if spec.forces is not None:
-        units["forceunit"] = "kJ mol-1 Angstrom-1" if spec.length_unit == "Angstrom" else "kJ mol-1 nm-1"
+        units["forceunit"] = "kJ/(mol*Angstrom)" if spec.length_unit == "Angstrom" else "kJ/(mol*nm)"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with H5MDWriter(path, spec.n_atoms, n_frames=spec.n_frames, velocities=spec.velocities is not None,
