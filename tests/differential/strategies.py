@@ -299,7 +299,10 @@ def convert_options(draw, segments, names):
 def split_options(draw, segments):
     n_frames = sum(s.n_frames for s in segments)
     options = {"nparts": draw(st.sampled_from((1, 2, 2, 3, 3, 4, 5, 7, n_frames, n_frames + 1)))}
-    options["format"] = draw(st.sampled_from(("same", "same", "h5md")))
+    if any(s.format == "h5md" for s in segments) and draw(st.integers(0, 4)) != 0:
+        options["format"] = "h5md"  # "same" on H5MD input is a usage error: drawn now and then
+    else:
+        options["format"] = draw(st.sampled_from(("same", "same", "h5md")))
     if options["format"] == "h5md":
         options.update(draw(layout_options(n_frames, allow_stripes=False)))
     if len(segments) > 1:
