@@ -35,6 +35,7 @@ class Pool:
         self.directory = None
         self.number = 0
         self.restarts = 0
+        self.history = []
         self.log_path = None
         self._log = None
 
@@ -42,6 +43,7 @@ class Pool:
     def start(self):
         self.directory = tempfile.mkdtemp(prefix=f"pool-n{self.ranks}-", dir=self.base)
         self.number = 0
+        self.history = []  # labels of the requests this pool ran since it started
         self.log_path = os.path.join(self.directory, "pool.log")
         self._log = open(self.log_path, "w")
         command = [sys.executable, "-m", "tests.differential.worker", self.directory]
@@ -125,7 +127,12 @@ class Pool:
         except OSError:
             return ""
 
-    def call(self, request, timeout):
+    def restart(self):
+        """End the pool now; the next call starts a fresh one."""
+        if self.process is not None:
+            self.stop()
+
+    def call(self, request, timeout, label=None):
         """Run *request* on every rank; return ``{"status": ..., "ranks": [...]}``.
 
         ``status`` is ``done`` (every rank wrote its outcome), ``dead`` (the pool ended
@@ -141,6 +148,7 @@ class Pool:
         if self.number == 0:
             allowance += STARTUP_SECONDS
         number = self._send(request)
+        self.history.append(label)
         paths = [os.path.join(self.directory, f"outcome-{number:06d}-r{rank}.json") for rank in range(self.ranks)]
         deadline = time.monotonic() + allowance
         poll = 0.002

@@ -483,8 +483,10 @@ def _judge_bench(case, the_plan, result, ranks):
     atoms = the_plan.atoms
     positions = expected.positions.values[:, atoms] * 10.0
     reference = positions[case.options["ref_frame"]]
+    # float32 coordinates, and the precision of QCP's eigenvalue (1e-11 relative, so an RMSD
+    # near zero is resolved to about sqrt(1e-11) times the coordinates' size)
     scale = float(np.abs(positions).max(initial=1.0))
-    tolerance = 1e-4 + 2e-6 * scale
+    tolerance = 1e-4 + 2e-6 * scale + 1e-5 * scale
     want = np.array([_rmsd(mda_rmsd, frame, reference, tolerance) for frame in positions])
     got = np.asarray(result["rmsd"], np.float64)
     failures = []
@@ -555,6 +557,14 @@ def run_cli(case, the_plan, ranks, timeout):
 
 # -- the runner ---------------------------------------------------------------------------
 
+def may_corrupt_memory(case, the_plan):
+    """Inputs that MDAnalysis's decoders may read past their buffers with (a damaged XTC/TRR,
+    a bench reference frame out of range): the pools are restarted after such a case."""
+    if any(oracle.damage(spec) for spec in case.segments):
+        return True
+    return case.command == "bench" and the_plan.refusal_kind == "bad-option"
+
+
 def first_of_each_kind(failures):
     """One failure per kind (split parts repeat the same failure), noting how many more."""
     seen = {}
@@ -606,10 +616,25 @@ class Runner:
         self.plans[key] = self.plans.get(key, 0) + 1
         prepare(case, the_plan, self.pools[1], self.timeout)
         new = []
+        risky = may_corrupt_memory(case, the_plan)
         for ranks in self.ranks:
             call = request(case, ranks)
-            outcome = self.pools[ranks].call(call, self.timeout)
+            pool = self.pools[ranks]
+            outcome = pool.call(call, self.timeout, label=(case.number, risky))
+            earlier = []
+            if outcome["status"] == "dead" and len(pool.history) > 1:
+                # the pool ran other cases before: see whether this one fails on its own
+                earlier = [entry for entry in pool.history[:-1] if entry]
+                outcome = pool.call(call, self.timeout, label=(case.number, risky))
             failures = judge(case, the_plan, outcome, ranks)
+            if earlier and outcome["status"] != "dead":
+                suspects = [number for number, was_risky in earlier if was_risky]
+                failures.append(Failure("pool-died-after-earlier-cases",
+                                        f"the pool died on this case after running cases {[n for n, _ in earlier][-8:]} "
+                                        f"and it passes on a fresh pool; the earlier cases that may corrupt memory: "
+                                        f"{suspects or 'none'}"))
+                if suspects:
+                    case.info["corrupted_by"] = suspects
             if case.cli:
                 self.cli_runs += 1
                 failures += run_cli(case, the_plan, ranks, self.timeout)
@@ -623,6 +648,9 @@ class Runner:
                 self.counts[ranks]["failures"] += 1
             elif failures:
                 self.counts[ranks]["known"] += 1
+        if risky:  # a damaged input may have corrupted memory: later cases get fresh pools
+            for pool in self.pools.values():
+                pool.restart()
         if new:
             self._keep(case, the_plan, new)
             self.failures += new
