@@ -49,6 +49,7 @@ class Pool:
         command = [sys.executable, "-m", "tests.differential.worker", self.directory]
         env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
         env.pop("H5MDTOOL_DEBUG", None)
+        env["DIFF_CONTROLLER_PID"] = str(os.getpid())
         if self.ranks > 1:
             command = [MPIRUN, "-n", str(self.ranks)] + command + ["--mpi"]
             # idle ranks yield the CPU inside MPI calls (2 cores shared by up to 6 processes)

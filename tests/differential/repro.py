@@ -8,6 +8,7 @@ The bench crash with an out-of-range reference frame depends on the XTC's bytes:
 is tests/differential/data/bench-ref-frame-crash.xtc (see KNOWN.md).
 """
 
+import shutil
 import sys
 import tempfile
 
@@ -118,7 +119,8 @@ def main(argv):
     available = recipes()
     names = names or list(available)
     keep = tempfile.mkdtemp(prefix="h5mdtool-repro-kept-")
-    runner = Runner(tempfile.mkdtemp(prefix="h5mdtool-repro-"), ranks=ranks, keep_dir=keep, log=sys.stdout)
+    base = tempfile.mkdtemp(prefix="h5mdtool-repro-")
+    runner = Runner(base, ranks=ranks, keep_dir=keep, log=sys.stdout)
     try:
         for name in names:
             case, what = available[name]
@@ -128,6 +130,7 @@ def main(argv):
                 print("   passes (fixed?)")
     finally:
         runner.close()
+        shutil.rmtree(base, ignore_errors=True)
     print(f"inputs kept in {keep}")
 
 

@@ -557,10 +557,14 @@ def run_cli(case, the_plan, ranks, timeout):
 
 # -- the runner ---------------------------------------------------------------------------
 
-def may_corrupt_memory(case, the_plan):
-    """Inputs that MDAnalysis's decoders may read past their buffers with (a damaged XTC/TRR,
-    a bench reference frame out of range): the pools are restarted after such a case."""
-    if any(oracle.damage(spec) for spec in case.segments):
+def may_corrupt_memory(case, the_plan, outcome):
+    """True after a run that may have let MDAnalysis's decoders write past their buffers: a
+    damaged XTC/TRR that was not refused (so it was decoded), or bench's out-of-range
+    reference frame (measured to corrupt the heap before it is refused). The pool is
+    restarted after such a run, so the damage does not surface in an unrelated case."""
+    ranks = outcome.get("ranks") or [{}]
+    accepted = outcome.get("status") == "done" and ranks[0].get("status") == "ok"
+    if accepted and any(oracle.damage(spec) for spec in case.segments):
         return True
     return case.command == "bench" and the_plan.refusal_kind == "bad-option"
 
@@ -616,17 +620,20 @@ class Runner:
         self.plans[key] = self.plans.get(key, 0) + 1
         prepare(case, the_plan, self.pools[1], self.timeout)
         new = []
-        risky = may_corrupt_memory(case, the_plan)
         for ranks in self.ranks:
             call = request(case, ranks)
             pool = self.pools[ranks]
-            outcome = pool.call(call, self.timeout, label=(case.number, risky))
+            outcome = pool.call(call, self.timeout, label=(case.number, False))
+            risky = may_corrupt_memory(case, the_plan, outcome)
+            pool.history[-1] = (case.number, risky)
             earlier = []
             if outcome["status"] == "dead" and len(pool.history) > 1:
                 # the pool ran other cases before: see whether this one fails on its own
                 earlier = [entry for entry in pool.history[:-1] if entry]
                 outcome = pool.call(call, self.timeout, label=(case.number, risky))
             failures = judge(case, the_plan, outcome, ranks)
+            if risky:  # memory may be corrupted: the next case at this rank count gets a fresh pool
+                pool.restart()
             if earlier and outcome["status"] != "dead":
                 suspects = [number for number, was_risky in earlier if was_risky]
                 failures.append(Failure("pool-died-after-earlier-cases",
@@ -648,9 +655,6 @@ class Runner:
                 self.counts[ranks]["failures"] += 1
             elif failures:
                 self.counts[ranks]["known"] += 1
-        if risky:  # a damaged input may have corrupted memory: later cases get fresh pools
-            for pool in self.pools.values():
-                pool.restart()
         if new:
             self._keep(case, the_plan, new)
             self.failures += new

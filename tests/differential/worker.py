@@ -40,11 +40,33 @@ def _json_default(value):
     return str(value)
 
 
+def controller_alive():
+    """False once the controller that started the pool is gone (then the worker ends)."""
+    pid = int(os.environ.get("DIFF_CONTROLLER_PID", "0") or 0)
+    if pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def wait_for(path, poll=0.002, longest=0.05):
-    """Block until *path* exists, sleeping between looks (up to *longest* seconds)."""
+    """Block until *path* exists, sleeping between looks (up to *longest* seconds).
+
+    Exits the process when the controller is gone, so an interrupted run leaves no worker.
+    """
+    checked = time.monotonic()
     while not os.path.exists(path):
         time.sleep(poll)
         poll = min(longest, poll * 1.5)
+        if time.monotonic() - checked > 1.0:
+            checked = time.monotonic()
+            if not controller_alive():
+                os._exit(3)
 
 
 def execute(request, comm):
