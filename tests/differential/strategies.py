@@ -11,7 +11,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 from .cases import Case
-from .spec import BOX_STORES, LENGTH_PER_NM, LENGTH_UNITS, REGIMES, TIME_UNITS, SegmentSpec, boxes, coordinates, make_steps
+from .spec import (BOX_STORES, LENGTH_PER_NM, LENGTH_UNITS, REGIMES, TIME_PER_PS, TIME_UNITS, SegmentSpec, boxes,
+                   coordinates, make_steps)
 from .writers import ATOM_NAMES
 
 COMMANDS = ("convert", "split", "validate", "bench")
@@ -190,8 +191,6 @@ def _h5md_layout(draw, rng, spec, common):
         spec.forces = spec.forces / 10.0
     if spec.box is not None:
         spec.box = spec.box * factor
-    from .spec import TIME_PER_PS
-
     spec.times = spec.times * TIME_PER_PS[spec.time_unit]
     if writer == "mdanalysis":
         spec.box_store = "n33" if spec.box is not None else "none"
