@@ -115,8 +115,12 @@ CATEGORIES = (
              lambda case: case.command == "bench" and _partial_fields(case)),
     Category("memory-corruption-from-earlier-case", r"pool-died-after-earlier-cases",
              lambda case: bool(case.info.get("corrupted_by"))),
-    Category("bench-ref-frame-out-of-range-crash", r"pool-died|abort|crash:.*|cli-exit-status|cli-error-lines|cli-crash",
+    Category("bench-ref-frame-out-of-range-crash",
+             r"pool-died|pool-died-after-earlier-cases|abort|crash:.*|cli-exit-status|cli-error-lines|cli-crash",
              _bench_ref_out_of_range),
+    Category("h5md-box-vectors", r"validate-(false-alarm|frame-not-named-.*|missed-.*|against-parts|rejects-output)"
+                                 r"|refused-valid-input|crash:.*|box-.*",
+             lambda case: any(s.format == "h5md" and s.box is not None and s.box_store == "n3" for s in case.segments)),
 )
 
 
