@@ -96,6 +96,8 @@ def recipes():
         "connectivity-stale": (Case("convert", [bonded], NAMES, {"topology": True, "select": "index 2:3"}),
                                "H5MD with /connectivity, --select"),
         "h5md-fixed-box": (Case("convert", [fixed_box], NAMES, {}), "H5MD box/edges a fixed (3, 3) dataset"),
+        "h5md-box-vectors": (Case("validate", [_h5md(box_store="n3")], NAMES, {"mutation": None}),
+                             "H5MD box as (n, 3) edge vectors, validate --against it"),
         "unit-conversion-ulp": (Case("convert", [in_pm], NAMES, {}), "H5MD in pm: 1855.1884765625 pm"),
         "split-dcd-header-steps": (Case("split", [_dcd(0), _dcd(100)], NAMES, {"nparts": 1, "format": "same"}),
                                    "two DCD segments with a gap in steps, one part"),
