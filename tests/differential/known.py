@@ -103,7 +103,7 @@ CATEGORIES = (
     Category("truncated-accepted", r"(cli-)?accepted-truncated"),
     Category("natoms-change-accepted", r"(cli-)?accepted-natoms-change|bench-rmsd|crash:.*|pool-died|abort",
              lambda case: any(s.natoms_change_frame is not None for s in case.segments)),
-    Category("time-invented", r"time-invented|validate-rejects-output", _no_time),
+    Category("time-invented", r"time-invented|validate-rejects-(output|split)|validate-against-parts", _no_time),
     Category("connectivity-stale", r"connectivity-stale"),
     Category("h5md-fixed-box", r"crash:ValueError|refused-valid-input|box-.*", _h5md_fixed_box),
     Category("unit-conversion-ulp", r"(positions|velocities|forces)-differ|validate-against-parts", _converted_units),
