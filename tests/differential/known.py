@@ -96,7 +96,9 @@ CATEGORIES = (
              lambda case: case.options.get("precision") is not None),
     Category("box-first-frame-or-partial", r"box-dropped|box-boundary|box-differ|box-invented|mdanalysis-box|validate-false-alarm|validate-against-parts|validate-rejects-output",
              _partial_box),
-    Category("fields-in-some-frames", r"(velocities|forces|positions)-(dropped|frames|differ)|validate-rejects-output|validate-against-parts|time-differ|step-differ",
+    Category("unit-conversion-ulp", r"(positions|velocities|forces)-differ|validate-against-parts", _converted_units),
+    Category("fields-in-some-frames", r"(velocities|forces)-(dropped|frames|differ)|positions-(dropped|frames|missing)"
+                                      r"|validate-rejects-output|validate-against-parts|time-differ|step-differ",
              _partial_fields),
     Category("h5md-own-rate-velocity", r"velocities-(dropped|frames|differ)|validate-rejects-output",
              lambda case: any(s.format == "h5md" and s.velocity_rate > 1 for s in case.segments)),
@@ -106,7 +108,6 @@ CATEGORIES = (
     Category("time-invented", r"time-invented|validate-rejects-(output|split)|validate-against-parts", _no_time),
     Category("connectivity-stale", r"connectivity-stale"),
     Category("h5md-fixed-box", r"crash:ValueError|refused-valid-input|box-.*", _h5md_fixed_box),
-    Category("unit-conversion-ulp", r"(positions|velocities|forces)-differ|validate-against-parts", _converted_units),
     Category("split-dcd-header-steps", r"step-differ|time-differ|validate-against-parts", _dcd_split_same),
     Category("validate-misses-nan-inf", r"validate-(missed|frame-not-named)-.*-(nan|inf|-inf)", _validate_tolerant),
     Category("bench-frames-engine-qcp-nan", r"bench-rmsd",
