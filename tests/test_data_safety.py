@@ -294,6 +294,35 @@ def test_defect6_box_kept_when_the_first_frame_has_none(tmp_path, adk_frames, st
     np.testing.assert_allclose(dims[-1][:3], [80.0, 90.0, 100.0], rtol=1e-6)
 
 
+@pytest.mark.parametrize("source_kind", ["trr", "h5md-series", "h5md-fixed"])
+def test_boxes_of_zeros_are_no_box(tmp_path, source_kind):
+    """GROMACS writes a box of zeros for a frame without one; MDAnalysis reads None: so do we.
+
+    Regression (differential harness): such a source gave an output with a periodic box of
+    zeros that validate rejected (DATA005), or validate --against an exact copy without a
+    box reported that the source had one (AGAINST003).
+    """
+    rng = np.random.default_rng(11)
+    positions = rng.uniform(0, 3, (3, 5, 3)).astype(np.float32)
+    source = str(tmp_path / f"in.{source_kind[:4]}")
+    if source_kind == "trr":
+        write_trr(source, [{"x": positions[i], "box": np.zeros((3, 3), np.float32), "step": i, "time": float(i)}
+                           for i in range(3)])
+    else:
+        box = ("fixed", np.zeros(3)) if source_kind == "h5md-fixed" else ("series", np.zeros((3, 3, 3)))
+        _h5md(source, positions * 10, box=box)
+    assert not scan([source]).has("box")
+    output = str(tmp_path / "out.h5md")
+    summary = convert(source, output, progress=False)
+    assert summary["boundary"] == ["none"] * 3
+    with h5py.File(output, "r") as f:
+        assert "edges" not in f[f"{TRAJ}/box"]
+        assert [b.decode() if isinstance(b, bytes) else b for b in f[f"{TRAJ}/box"].attrs["boundary"]] == ["none"] * 3
+    assert all(ts.dimensions is None for ts in mda.Universe(output).trajectory)
+    result = run_h5mdtool(["validate", output, "--against", source])
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 # -- defect 5: velocities and forces never dropped without a word ---------------------------
 
 def test_defect5_trr_whose_first_frame_lacks_velocities(tmp_path):

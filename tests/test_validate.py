@@ -154,7 +154,7 @@ CORPUS = {
     "DATA002": lambda f: f[f"{TRAJ}/velocity/value"].__setitem__((1, 5, 0), np.nan),
     "DATA003": lambda f: f[f"{TRAJ}/position/value"].__setitem__(3, f[f"{TRAJ}/position/value"][3] + 1000 * f[f"{TRAJ}/box/edges/value"][3].max()),
     "DATA004": lambda f: f[f"{TRAJ}/position/step"].__setitem__(2, 0),
-    "DATA005": lambda f: f[f"{TRAJ}/box/edges/value"].__setitem__(1, 0.0),
+    "DATA005": lambda f: f[f"{TRAJ}/box/edges/value"].__setitem__((1, 2, 2), 0.0),
     "DATA006": lambda f: replace(f, f"{TRAJ}/velocity/value", shape=(4, 47681, 3), dtype="f4", chunks=(1, 47681, 3)).__setitem__(np.s_[:2], 1.0),
     "LINT001": auto_chunked,
     "LINT002": lambda f: replace(f, f"{TRAJ}/velocity/value", data=f[f"{TRAJ}/velocity/value"][:], chunks=(1, 47681, 1)),

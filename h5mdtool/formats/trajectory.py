@@ -136,14 +136,14 @@ def _boundary(segments, box):
     """Per-dimension boundary of the whole trajectory.
 
     H5MD segments state theirs; XTC, TRR and DCD segments are periodic when they hold a box.
+    A segment without a box in any frame (or only boxes of zeros) is open.
     A dimension is periodic when it is periodic in any segment.
     """
     boundary = ["none"] * 3
     for segment in segments:
-        own = segment.boundary
-        if own is None:
-            present = segment.fields.get("box")
-            own = ["periodic"] * 3 if present is not None and present[segment.skip:].any() else ["none"] * 3
+        present = segment.fields.get("box")
+        has_box = present is not None and present[segment.skip:].any()
+        own = segment.boundary if segment.boundary is not None and has_box else ["periodic" if has_box else "none"] * 3
         boundary = ["periodic" if "periodic" in pair else "none" for pair in zip(boundary, own)]
     return boundary
 
