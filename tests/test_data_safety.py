@@ -132,6 +132,30 @@ def test_defect2_precision_on_the_solvated_box_keeps_the_bound(tmp_path, solvate
         assert np.abs(positions_nm(output) - reference).max() <= q / 2 + 1e-6
 
 
+@pytest.mark.parametrize("precision", [None, 0.01, 0.001, 1e-6, "xtc"])
+def test_box_stored_in_the_positions_unit(tmp_path, solvated, precision):
+    """MDAnalysis converts the box with the positions' unit: with positions in pm or fm the
+    edges are stored in that unit too, and not rounded (regression: read 1000x too small)."""
+    from MDAnalysis.lib.formats.libmdaxdr import XTCFile
+
+    with XTCFile(solvated["XTC"]) as handle:
+        source_boxes = np.array([frame.box for frame in handle], np.float32)
+    output = str(tmp_path / "out.h5md")
+    convert(solvated["XTC"], output, precision=precision, progress=False)
+    with h5py.File(output, "r") as f:
+        positions_unit = f[f"{TRAJ}/position/value"].attrs["unit"]
+        edges = f[f"{TRAJ}/box/edges/value"]
+        assert edges.attrs["unit"] == positions_unit
+        per_nm = {"nm": 1, "pm": 1000, "fm": 10**6}[edges.attrs["unit"]]
+        np.testing.assert_array_equal((edges[()] / per_nm).astype(np.float32), source_boxes)
+    source = mda.Universe(solvated["topology"], solvated["XTC"])
+    copy = mda.Universe(output)
+    for ts_source, ts_copy in zip(source.trajectory, copy.trajectory):
+        np.testing.assert_allclose(ts_copy.dimensions, ts_source.dimensions, rtol=1e-6)
+    done = run_h5mdtool(["validate", output, "--against", solvated["XTC"]])
+    assert done.returncode == 0 and "10 frames equal to the source (positions, box," in done.stdout, done.stdout
+
+
 @pytest.mark.parametrize("value", ["inf", "nan", "0", "1e-9"])
 def test_defect2_precision_out_of_range_is_a_usage_error(tmp_path, adk, value):
     done = run_h5mdtool(["convert", adk[1], "-o", str(tmp_path / "o.h5md"), "--precision", value])

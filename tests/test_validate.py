@@ -150,6 +150,7 @@ CORPUS = {
     + [replace(f, f"{TRAJ}/position/{s}", shape=(0,), maxshape=(None,), dtype=d, chunks=(64,)) for s, d in (("step", "i8"), ("time", "f8"))],
     "MDA900": lambda f: replace(f, f"{TRAJ}/position/value", data=np.full((4, 47681, 3), b"x", dtype="S1")),
     "MDA902": lambda f: f.__setitem__("observables/elsewhere", h5py.ExternalLink("elsewhere.h5", "/energy")),
+    "MDA013": lambda f: f[f"{TRAJ}/box/edges/value"].attrs.__setitem__("unit", "Angstrom"),
     "DATA001": lambda f: f[f"{TRAJ}/position/value"].__setitem__(2, 0.0),
     "DATA002": lambda f: f[f"{TRAJ}/velocity/value"].__setitem__((1, 5, 0), np.nan),
     "DATA003": lambda f: f[f"{TRAJ}/position/value"].__setitem__(3, f[f"{TRAJ}/position/value"][3] + 1000 * f[f"{TRAJ}/box/edges/value"][3].max()),
