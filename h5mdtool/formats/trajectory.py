@@ -106,7 +106,8 @@ class TrajectoryIndex:
         list of (tuple of str, numpy.ndarray)
             Each group's fields and its frames (trajectory frame numbers); positions (with the
             box, when asked) first, then fields sampled at other frames. Fields sampled at
-            the same frames share a group, so they share step and time in the file.
+            the same frames share a group, so they share step and time in the file. Fields
+            none of *frames* holds are left out.
         """
         frames = np.asarray(frames, np.int64)
         groups = []
@@ -114,6 +115,8 @@ class TrajectoryIndex:
             if name == "box":
                 continue
             present = self.fields[name][frames]
+            if name != "positions" and not present.any():
+                continue  # not held in these frames (a split part of a trajectory that has it elsewhere)
             for group_fields, group_present in groups:
                 if np.array_equal(group_present, present):
                     group_fields.append(name)
