@@ -113,9 +113,11 @@ def recipes():
 def main(argv):
     ranks = (1,)
     names = []
-    for argument in argv:
-        if argument.startswith("--ranks"):
-            ranks = tuple(int(r) for r in argument.split("=", 1)[1].split(","))
+    arguments = iter(argv)
+    for argument in arguments:
+        if argument == "--ranks" or argument.startswith("--ranks="):
+            value = argument.split("=", 1)[1] if "=" in argument else next(arguments, "1")
+            ranks = tuple(int(r) for r in value.split(","))
         else:
             names.append(argument)
     available = recipes()
