@@ -93,13 +93,13 @@ def _notes(index, frames, groups, fields_asked):
     for group_fields, group_frames in groups[1:]:
         notes.append(
             f"{' and '.join(group_fields)} saved at {len(group_frames)} of {n_records} frame(s), not at the "
-            "positions' frames: written with their own step and time (valid H5MD; MDAnalysis's H5MDReader "
-            "reads every element at the positions' frame index, so read them with h5py, or convert with "
+            "positions' frames: written with their own step and time (valid H5MD, read by h5py and h5mdtool; "
+            "MDAnalysis's H5MDReader reads every element at the positions' frame index, so convert with "
             f"--no-{group_fields[0]} for MDAnalysis)"
         )
     if len(position_frames) < n_records:
         notes.append(f"positions saved at {len(position_frames)} of {n_records} frame(s): the others are "
-                     "kept only in the elements that hold them")
+                     "kept only in the elements that hold them (the box is stored at the positions' frames)")
     box = index.fields.get("box")
     if box is not None and "box" in groups[0][0]:
         missing = int((~box[position_frames]).sum())

@@ -753,7 +753,8 @@ class MDAnalysisProfile:
                 if shape[0] == 0:
                     self.add("MDA011", f"{element_path}/value", "no frames")
             elif (shape[0], shape[1]) != (first["n_frames"], first["n_atoms"]):
-                self.add("MDA008", f"{element_path}/value", f"{name} holds {shape[0]} frames of {shape[1]} atoms, {first['name']} {first['n_frames']} of {first['n_atoms']}")
+                self.add("MDA008", f"{element_path}/value", f"{name} holds {shape[0]} frames of {shape[1]} atoms, {first['name']} {first['n_frames']} of {first['n_atoms']}"
+                         + (": MDAnalysis would read it at the wrong frames" if shape[1] == first["n_atoms"] else ""))
         if not present:
             self.add("MDA004", path, "none of position, velocity, force: MDAnalysis has nothing to read")
         return first
