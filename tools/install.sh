@@ -2,7 +2,8 @@
 # Idempotent installer behind `make install`.
 #  1. system packages (Open MPI, parallel HDF5, hdf5-tools) via apt when root, else advice;
 #  2. ./.venv with mpi4py and h5py built from source against parallel HDF5;
-#  3. h5mdtool in editable mode with its test and plot extras.
+#  3. hdf5plugin (compression filters) without dependencies, after the parallel h5py;
+#  4. h5mdtool in editable mode with its test and plot extras.
 # Every step is skipped when already done, so a second run takes seconds.
 set -euo pipefail
 
@@ -70,6 +71,14 @@ python_environment() {
         $pip install --no-build-isolation --no-binary=h5py --force-reinstall --no-deps h5py
         "$VENV/bin/python" -c "import h5py, sys; sys.exit(0 if h5py.get_config().mpi else 1)" \
             || { echo "[install] h5py was built without MPI; see docs/installation.md" >&2; exit 1; }
+    fi
+    if ! "$VENV/bin/python" -c "import hdf5plugin" 2>/dev/null; then
+        # --no-deps: hdf5plugin requires h5py, and pip could otherwise replace the parallel
+        # build with a serial wheel
+        say "installing hdf5plugin (compression filters) without dependencies"
+        $pip install --no-deps "hdf5plugin>=4.0"
+        "$VENV/bin/python" -c "import h5py, hdf5plugin, sys; sys.exit(0 if h5py.get_config().mpi else 1)" \
+            || { echo "[install] h5py lost its MPI support while installing hdf5plugin; see docs/installation.md" >&2; exit 1; }
     fi
     if ! "$VENV/bin/python" -c "import h5mdtool, MDAnalysisTests, pytest, matplotlib, tqdm, click" 2>/dev/null \
         || [ setup.cfg -nt "$VENV/.h5mdtool-installed" ]; then
