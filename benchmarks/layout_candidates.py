@@ -269,7 +269,7 @@ def create_file(h5file, candidate, n_frames, n_atoms, chunk_frames, stored_range
         dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
         dcpl.set_chunk(chunks)
         dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
-        dcpl.set_nbit()
+        dcpl.set_filter(5, 0, ())  # H5Z_FILTER_NBIT (h5py has no set_nbit)
         if options.get("shuffle"):
             dcpl.set_shuffle()
         if options.get("compression") == "gzip":
@@ -328,7 +328,10 @@ def write_file(path, candidate, positions, chunk_frames, comm, steps=None, times
         t0 = time.perf_counter()
         rows = rep.encode(positions[first:last], out=buffer[:count]) if count else buffer[:0]
         t1 = time.perf_counter()
-        writer.write(value, first, rows)
+        if candidate.nbit:
+            write_rows(value, first, rows, writer.transfer, memory_type=value.id.get_type())
+        else:
+            writer.write(value, first, rows)
         t2 = time.perf_counter()
         timeline.append({"round": number, "frames": count, "start": t0 - started, "encode": t1 - t0,
                          "write": t2 - t1})
@@ -338,6 +341,28 @@ def write_file(path, candidate, positions, chunk_frames, comm, steps=None, times
     h5file.close()
     comm.Barrier()
     return {"seconds": time.perf_counter() - started, "timeline": timeline}
+
+
+def write_rows(dataset, start, rows, transfer, memory_type=None):
+    """:meth:`h5mdtool.mpi.RowWriter.write` with a memory type.
+
+    The n-bit filter's file type (int32 with fewer bits of precision) differs from numpy's
+    int32; HDF5 1.10.8 then converts types, which breaks collective I/O ("datatype
+    conversions were required"), and filtered writes must be collective. Declaring the
+    buffer to have the file's type (the values fit its precision) avoids the conversion.
+    """
+    import h5py
+
+    file_space = dataset.id.get_space()
+    if rows.shape[0] == 0:
+        file_space.select_none()
+        memory_space = h5py.h5s.create_simple((1,) + rows.shape[1:])
+        memory_space.select_none()
+        rows = np.zeros((1,) + rows.shape[1:], dtype=rows.dtype)
+    else:
+        file_space.select_hyperslab((start,) + (0,) * (rows.ndim - 1), rows.shape)
+        memory_space = h5py.h5s.create_simple(rows.shape)
+    dataset.id.write(memory_space, file_space, np.ascontiguousarray(rows), mtype=memory_type, dxpl=transfer)
 
 
 def read_blocks(path, span=None, block_frames=1024, comm=None):
