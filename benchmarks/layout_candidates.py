@@ -296,18 +296,22 @@ def open_h5(path, mode, comm):
         _open(path, mode, comm)
 
 
-def write_file(path, candidate, positions, chunk_frames, comm, steps=None, times=None, stored_range=None):
-    """Write *positions* (float32 nm, ``(n, N, 3)``, may be a memmap) into a new H5MD file.
+def write_file(path, candidate, positions, chunk_frames, comm, n_frames=None, local_start=0, steps=None, times=None,
+               stored_range=None):
+    """Write positions (float32 nm) into a new H5MD file of *n_frames* frames.
 
-    Each rank writes its chunk-aligned share in rounds of about :data:`BLOCK_BYTES` with
-    collective calls (every rank takes part in every round). Returns a dict with the time
-    from creation to close and the per-round timeline of this rank (seconds from the start):
-    ``encode`` (the representation's rounding and cast) and ``write`` (the HDF5 call, which
-    runs the filters and the MPI-IO) for each round.
+    *positions* holds frames ``local_start, local_start + 1, ...`` (all frames by default;
+    a memmap works too) and must cover this rank's share: each rank writes its
+    chunk-aligned share in rounds of about :data:`BLOCK_BYTES` with collective calls (every
+    rank takes part in every round). *stored_range* (min, max of the stored integers) sets
+    the n-bit precision. Returns a dict with the time from creation to close and this
+    rank's per-round timeline (seconds from the start): ``encode`` (the representation's
+    rounding and cast) and ``write`` (the HDF5 call: filters and MPI-IO) of each round.
     """
     from h5mdtool.mpi import RowWriter, chunk_aligned_slices
 
-    n_frames, n_atoms = positions.shape[:2]
+    n_frames = len(positions) if n_frames is None else n_frames
+    n_atoms = positions.shape[1]
     rep = candidate.representation
     chunk = min(chunk_frames, n_frames)
     capacity = max(1, BLOCK_BYTES // (chunk * n_atoms * 12)) * chunk
@@ -326,7 +330,7 @@ def write_file(path, candidate, positions, chunk_frames, comm, steps=None, times
         last = min(stop, first + capacity)
         count = max(0, last - first)
         t0 = time.perf_counter()
-        rows = rep.encode(positions[first:last], out=buffer[:count]) if count else buffer[:0]
+        rows = rep.encode(positions[first - local_start:last - local_start], out=buffer[:count]) if count else buffer[:0]
         t1 = time.perf_counter()
         if candidate.nbit:
             write_rows(value, first, rows, writer.transfer, memory_type=value.id.get_type())

@@ -1,0 +1,476 @@
+"""The compression study (issue 13, part 1): size, write and read speed of H5MD layouts.
+
+Positions are those MDAnalysis's XTC decoder returns for the benchmark trajectories (the
+oracle every error is measured against). Phases (``--phases``, all by default):
+
+``sweep``      every candidate of ``layout_candidates.py`` at 32-frame chunks, written
+               serially in-process: size relative to the XTC of the same frames, write time,
+               maximum error, and reading every frame as a block reader does (whole chunks,
+               ``read_direct`` into a reused buffer, integers converted to float32 nm; all
+               atoms and the C-alpha span), next to MDAnalysis's XTC decoder on the same
+               frames. AdK 100x and the solvated system.
+``chunks``     chunk frames 1 to 64 for the short list.
+``precision``  Q = 0.01 and 0.0001 nm (bound Q/2), sizes against an XTC written at that
+               precision.
+``finalists``  AdK 600x: collective writes on 1 and 2 ranks (``study_write.py`` under
+               ``tools/mpirun.sh``), block reads, and the whole ``h5mdtool bench rmsd``
+               command against MDAnalysis's ``rms.RMSD`` on the XTC (with the RMSD compared).
+``mdanalysis`` MDAnalysis's H5MDReader reading every frame of the finalists (AdK 100x and
+               solvated), checked against MDAnalysis reading the XTC.
+
+Repetitions interleave the candidates (A B C A B C ...); medians and every run are kept in
+``benchmarks/results/study_layouts[_quick].json``; ``study_report.py`` turns that into the
+tables and the plot of docs/layouts.md and docs/performance.md. ``--quick``: AdK 10x and
+a 60-frame solvated system, fewer candidates; a smoke test of the whole pipeline.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from common import MPIRUN, RESULTS, machine, remove, save, timed_interleaved  # noqa: E402
+from data import repeated_xtc, topology  # noqa: E402
+from layout_candidates import XTC_GRID_NM, candidates, max_error_nm, read_blocks, write_file  # noqa: E402
+
+CACHE = os.path.join(RESULTS, "study_cache")
+FILES = os.path.join(RESULTS, "study_files")
+SHORT_LIST = ["f32-none", "f32-shuffle-gzip4", "i32-shuffle-gzip4", "i32-shuffle-zstd3", "i32-bshuf-lz4",
+              "i32-bshuf-zstd3", "i32-blosc2-bitshuffle-zstd5", "f32-sz-abs", "f32-sz3-abs", "f32-zfp-acc",
+              "f32-blosc2-bitshuffle-zstd1", "f32-bshuf-lz4"]
+FINALISTS = ["f32-none", "f32-shuffle-gzip4", "f32-so3-gzip4", "i32-shuffle-gzip4", "i32-shuffle-zstd3",
+             "i32-bshuf-lz4", "i32-bshuf-zstd3", "i32-blosc2-bitshuffle-zstd5", "f32-sz-abs",
+             "f32-blosc2-bitshuffle-zstd1", "f32-bshuf-lz4", "f32-shuffle-zstd1"]
+MDA_CHUNKED = ["f32-none", "i32-shuffle-gzip4", "i32-bshuf-lz4"]
+QUICK_SKIP = ("bzip2", "zstd19", "gzip9", "gzip6")
+CHUNKS = [1, 2, 4, 8, 16, 32, 64]
+PRECISIONS = [0.01, 0.0001]
+MDA_RMSD = (
+    "import sys, warnings; warnings.simplefilter('ignore')\n"
+    "import numpy as np\n"
+    "import MDAnalysis as mda; from MDAnalysis.analysis import rms\n"
+    "r = rms.RMSD(mda.Universe(sys.argv[1], sys.argv[2]), select='name CA').run()\n"
+    "if len(sys.argv) > 3: np.save(sys.argv[3], r.results.rmsd[:, 2])\n"
+)
+
+
+def plugin_env():
+    """The environment with HDF5_PLUGIN_PATH set to hdf5plugin's filters.
+
+    That is how a program that does not ``import hdf5plugin`` (h5mdtool today, MDAnalysis,
+    h5dump) finds the filters.
+    """
+    import hdf5plugin
+
+    return dict(os.environ, HDF5_PLUGIN_PATH=hdf5plugin.PLUGIN_PATH)
+
+
+def log(message):
+    print(message, flush=True)
+
+
+def spread(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "runs": values}
+
+
+# --- inputs ------------------------------------------------------------------------------
+
+def decode_xtc(path):
+    """Every frame of *path* as MDAnalysis's XTC decoder returns it (float32 nm), and steps/times."""
+    from MDAnalysis.lib.formats.libmdaxdr import XTCFile
+
+    with XTCFile(path) as xtc:
+        n_frames = len(xtc.offsets)
+        xtc.seek(0)
+        first = xtc.read()
+        positions = np.empty((n_frames,) + first.x.shape, np.float32)
+        steps = np.empty(n_frames, np.int64)
+        times = np.empty(n_frames, np.float64)
+        xtc.seek(0)
+        for i in range(n_frames):
+            frame = xtc.read()
+            positions[i], steps[i], times[i] = frame.x, frame.step, frame.time
+    return positions, steps, times
+
+
+def write_xtc(path, positions, steps, times, precision=1000.0, box=None):
+    """Write *positions* (nm) as an XTC at *precision* with MDAnalysis's writer; return its size."""
+    from MDAnalysis.lib.formats.libmdaxdr import XTCFile
+
+    box = np.zeros((3, 3), np.float32) if box is None else box
+    partial = path + ".partial"
+    with XTCFile(partial, "w") as xtc:
+        for x, step, t in zip(positions, steps, times):
+            xtc.write(np.array(x), box, int(step), float(t), precision)
+    os.replace(partial, path)
+    return os.path.getsize(path)
+
+
+def solvated_xtc(copies):
+    """MDAnalysisTests' solvated AdK (47681 atoms, 10 frames) repeated *copies* times as one XTC.
+
+    Each copy is shifted by a different whole number of XTC grid steps (0.001 nm) along
+    each axis, so no two frames of the repeated trajectory are identical (a multi-frame
+    chunk of more than 10 frames would otherwise hold exact copies, which favours
+    long-window codecs unfairly); steps and times keep increasing.
+    """
+    from MDAnalysisTests.datafiles import XTC
+
+    os.makedirs(CACHE, exist_ok=True)
+    path = os.path.join(CACHE, f"solvated_{copies * 10}.xtc")
+    if os.path.exists(path):
+        return path
+    x, steps, times = decode_xtc(XTC)
+    dt, dstep = times[1] - times[0], steps[1] - steps[0]
+    grid_steps = np.rint(x.astype(np.float64) / XTC_GRID_NM)
+    frames, all_steps, all_times = [], [], []
+    for copy in range(copies):
+        shift = np.array([7 * copy, 13 * copy, 3 * copy], np.float64)
+        frames.append(((grid_steps + shift) * XTC_GRID_NM).astype(np.float32))
+        all_steps.append(steps + copy * 10 * dstep)
+        all_times.append(times + copy * 10 * dt)
+    write_xtc(path, np.concatenate(frames), np.concatenate(all_steps), np.concatenate(all_times))
+    return path
+
+
+def dataset(name, xtc, topology_path):
+    """Decoded positions (cached as .npy), XTC size and the C-alpha span of one input."""
+    import MDAnalysis as mda
+
+    os.makedirs(CACHE, exist_ok=True)
+    npy = os.path.join(CACHE, f"{name}.positions.npy")
+    if not os.path.exists(npy) or os.path.getmtime(npy) < os.path.getmtime(xtc):
+        positions, steps, times = decode_xtc(xtc)
+        np.save(npy + ".partial.npy", positions)
+        os.replace(npy + ".partial.npy", npy)
+        np.save(os.path.join(CACHE, f"{name}.steps.npy"), steps)
+        np.save(os.path.join(CACHE, f"{name}.times.npy"), times)
+    positions = np.load(npy, mmap_mode="r")
+    ca = mda.Universe(topology_path).select_atoms("name CA").indices
+    return {"name": name, "xtc": xtc, "topology": topology_path, "npy": npy, "positions": positions,
+            "n_frames": int(positions.shape[0]), "n_atoms": int(positions.shape[1]),
+            "xtc_bytes": os.path.getsize(xtc), "ca_span": (int(ca.min()), int(ca.max()) + 1), "n_ca": len(ca)}
+
+
+def xtc_bytes_at(data, q_nm):
+    """Size of an XTC of *data*'s frames written at precision 1/q_nm (cached)."""
+    path = os.path.join(CACHE, f"{data['name']}_q{q_nm:g}.xtc")
+    if not os.path.exists(path):
+        steps = np.load(os.path.join(CACHE, f"{data['name']}.steps.npy"))
+        times = np.load(os.path.join(CACHE, f"{data['name']}.times.npy"))
+        write_xtc(path, data["positions"], steps, times, precision=1.0 / q_nm)
+    return os.path.getsize(path)
+
+
+def time_xtc_decoder(xtc):
+    """Seconds for MDAnalysis's XTC decoder to decode every frame into a reused buffer."""
+    from MDAnalysis.lib.formats.libmdaxdr import XTCFile
+
+    with XTCFile(xtc) as handle:
+        n_frames = len(handle.offsets)
+        handle.seek(0)
+        n_atoms = handle.read().x.shape[0]
+        handle.seek(0)
+        buffer = np.empty((n_atoms, 3), np.float32)
+        started = time.perf_counter()
+        for _ in range(n_frames):
+            handle.read_direct_x(buffer)
+        return time.perf_counter() - started
+
+
+# --- measurements ------------------------------------------------------------------------
+
+def file_path(data, key, chunk, q_nm):
+    os.makedirs(FILES, exist_ok=True)
+    return os.path.join(FILES, f"{data['name']}-{key}-c{chunk}-q{q_nm:g}.h5md")
+
+
+def stored_range(candidate, positions):
+    if not candidate.nbit:
+        return None
+    low = high = 0
+    for first in range(0, len(positions), 4096):
+        block = candidate.representation.encode(positions[first:first + 4096])
+        low, high = min(low, int(block.min())), max(high, int(block.max()))
+    return (low, high)
+
+
+def measure_serial(data, entries, repeat, q_nm, phase):
+    """Write (serial, in-process) and read each (candidate, chunk) *repeat* times in turn.
+
+    Returns one row per entry: size, ratio to the XTC (at precision *q_nm*), maximum error,
+    write seconds, block reads of all atoms and of the C-alpha span, with the XTC decoder's
+    time on the same frames interleaved as the reference.
+    """
+    from h5mdtool.mpi import SerialComm
+
+    comm = SerialComm()
+    positions = np.asarray(data["positions"])  # into memory: the write times exclude the disk
+    xtc_bytes = data["xtc_bytes"] if abs(q_nm - XTC_GRID_NM) < 1e-12 else xtc_bytes_at(data, q_nm)
+    rows = {(c.key, chunk): {"phase": phase, "dataset": data["name"], "key": c.key, "label": c.label,
+                             "needs": c.needs, "family": c.family, "representation": c.representation.name,
+                             "chunk_frames": chunk, "q_nm": q_nm, "bound_nm": c.bound_nm, "write": [],
+                             "read_all": [], "read_ca": [], "error": None, "notes": c.notes}
+            for c, chunk in entries}
+    decoder = []
+    for rep in range(repeat):
+        decoder.append(time_xtc_decoder(data["xtc"]))
+        for candidate, chunk in entries:
+            row = rows[(candidate.key, chunk)]
+            if row["error"]:
+                continue
+            path = file_path(data, candidate.key, chunk, q_nm)
+            remove(path)
+            try:
+                result = write_file(path, candidate, positions, chunk, comm,
+                                    stored_range=stored_range(candidate, positions))
+            except Exception as error:  # noqa: BLE001 - a candidate that fails is reported, not fatal
+                row["error"] = f"{type(error).__name__}: {error}"
+                log(f"  {candidate.key} chunks {chunk}: FAILED {row['error']}")
+                remove(path)
+                continue
+            row["write"].append(result["seconds"])
+            if rep == 0:
+                row["bytes"] = os.path.getsize(path)
+                row["size_vs_xtc"] = row["bytes"] / xtc_bytes
+                row["max_error_nm"] = max_error_nm(path, positions)
+                row["within_bound"] = (row["max_error_nm"] <= (row["bound_nm"] or 0.0) + 1e-9
+                                       if row["bound_nm"] is not None else row["max_error_nm"] < 1e-6)
+            row["read_all"].append(read_blocks(path)[0])
+            row["read_ca"].append(read_blocks(path, span=data["ca_span"])[0])
+            if rep == repeat - 1:
+                log(f"  {candidate.key:<32s} c{chunk:<3d} {row['size_vs_xtc']:6.3f}x XTC  err {row['max_error_nm']:.2e} "
+                    f"write {statistics.median(row['write']):6.2f} s  read all {statistics.median(row['read_all']):6.3f}"
+                    f" s  CA {statistics.median(row['read_ca']):6.3f} s")
+    out = []
+    for row in rows.values():
+        for name in ("write", "read_all", "read_ca"):
+            row[name] = spread(row[name])
+        out.append(row)
+    return {"dataset": data["name"], "q_nm": q_nm, "xtc_bytes": xtc_bytes, "n_frames": data["n_frames"],
+            "n_atoms": data["n_atoms"], "xtc_decoder": spread(decoder), "rows": out}
+
+
+def run_mpi_writes(data, keys, chunk, repeat, ranks=(1, 2)):
+    """Collective writes on 1 and 2 ranks through mpirun, interleaved; medians and timelines."""
+    results = {(key, n): [] for key in keys for n in ranks}
+    for _ in range(repeat):
+        for key in keys:
+            for n in ranks:
+                path = file_path(data, key, chunk, XTC_GRID_NM) + f".{n}ranks"
+                remove(path)
+                os.sync()
+                done = subprocess.run([MPIRUN, "-n", str(n), sys.executable, os.path.join(HERE, "study_write.py"),
+                                       data["npy"], key, str(chunk), path], capture_output=True, text=True)
+                if done.returncode != 0:
+                    log(f"  {key} on {n} ranks FAILED: {done.stderr.strip().splitlines()[-1:]}")
+                    results[(key, n)].append({"error": done.stderr[-2000:]})
+                    continue
+                results[(key, n)].append(json.loads(done.stdout.strip().splitlines()[-1]))
+                remove(path)
+    rows = []
+    for key in keys:
+        row = {"key": key, "chunk_frames": chunk, "dataset": data["name"]}
+        for n in ranks:
+            runs = [r for r in results[(key, n)] if "seconds" in r]
+            row[f"write_{n}"] = spread([r["seconds"] for r in runs])
+            row[f"timelines_{n}"] = runs[-1]["timelines"] if runs else None
+            row[f"errors_{n}"] = [r["error"] for r in results[(key, n)] if "error" in r]
+        if row["write_1"] and row["write_2"]:
+            row["speedup_2"] = row["write_1"]["median"] / row["write_2"]["median"]
+            log(f"  {key:<32s} write 1 rank {row['write_1']['median']:6.2f} s  2 ranks {row['write_2']['median']:6.2f} s"
+                f"  -> {row['speedup_2']:.2f}x")
+        rows.append(row)
+    return rows
+
+
+def run_bench_rmsd(data, keys, chunk, repeat):
+    """Whole ``h5mdtool bench rmsd`` commands on the finalists vs MDAnalysis's rms.RMSD on the XTC."""
+    from common import H5MDTOOL
+
+    reference = os.path.join(CACHE, f"{data['name']}.mda_rmsd.npy")
+    entries = [("mda_xtc", "MDAnalysis rms.RMSD (CA) on the XTC",
+                [sys.executable, "-c", MDA_RMSD, data["topology"], data["xtc"], reference])]
+    outputs = {}
+    for key in keys:
+        path = file_path(data, key, chunk, XTC_GRID_NM)
+        outputs[key] = os.path.join(CACHE, f"{data['name']}-{key}.rmsd.npy")
+        entries.append((key, f"h5mdtool bench rmsd, {key}",
+                        [H5MDTOOL, "bench", "rmsd", path, "-t", data["topology"], "--no-progress", "--force",
+                         "--rmsd-out", outputs[key]]))
+    for _, _, command in entries:  # warm-up: offsets, page cache, imports
+        subprocess.run(command, capture_output=True, env=plugin_env())
+    timings = timed_interleaved(entries, repeat, env=plugin_env())
+    expected = np.load(reference)
+    rows = []
+    for key in keys:
+        got = np.load(outputs[key])
+        got = got["rmsd"] if got.dtype.names else (got[:, -1] if got.ndim == 2 else got)
+        rows.append({"key": key, "seconds": timings[key]["seconds"], "runs": timings[key]["runs"],
+                     "vs_mda_xtc": timings["mda_xtc"]["seconds"] / timings[key]["seconds"],
+                     "max_rmsd_difference_A": float(np.abs(got - expected).max())})
+        log(f"  {key:<32s} bench rmsd {timings[key]['seconds']:.2f} s: {rows[-1]['vs_mda_xtc']:.2f}x faster than "
+            f"MDAnalysis on the XTC; RMSD differs by {rows[-1]['max_rmsd_difference_A']:.2e} A")
+    return {"mda_xtc": timings["mda_xtc"], "rows": rows}
+
+
+MDA_READ = (
+    "import sys, time, warnings; warnings.simplefilter('ignore')\n"
+    "import numpy as np, MDAnalysis as mda\n"
+    "top, h5md, xtc = sys.argv[1:4]\n"
+    "u = mda.Universe(top, h5md)\n"
+    "t = time.perf_counter()\n"
+    "for ts in u.trajectory: pass\n"
+    "seconds = time.perf_counter() - t\n"
+    "v = mda.Universe(top, xtc)\n"
+    "t = time.perf_counter()\n"
+    "for ts in v.trajectory: pass\n"
+    "xtc_seconds = time.perf_counter() - t\n"
+    "worst = 0.0\n"
+    "for a, b in zip(u.trajectory[::7], v.trajectory[::7]):\n"
+    "    worst = max(worst, float(np.abs(u.atoms.positions - v.atoms.positions).max()))\n"
+    "print(seconds, xtc_seconds, worst, len(u.trajectory))\n"
+)
+
+
+MDA_PROBE = (
+    "import sys, warnings; warnings.simplefilter('ignore')\n"
+    "import MDAnalysis as mda\n"
+    "u = mda.Universe(sys.argv[1], sys.argv[2]); u.trajectory[0]; print(u.atoms.positions[0])\n"
+)
+
+
+def run_mdanalysis(data, entries, repeat):
+    """MDAnalysis's H5MDReader iterating every frame of each file, next to its XTC reader.
+
+    First a probe without HDF5_PLUGIN_PATH (does a plain MDAnalysis install read it?), then
+    the timed runs with it.
+    """
+    rows = {}
+    for key, chunk in entries:
+        path = file_path(data, key, chunk, XTC_GRID_NM)
+        probe = subprocess.run([sys.executable, "-c", MDA_PROBE, data["topology"], path], capture_output=True,
+                               text=True, env={k: v for k, v in os.environ.items() if k != "HDF5_PLUGIN_PATH"})
+        rows[(key, chunk)] = {"key": key, "chunk_frames": chunk, "dataset": data["name"], "seconds": [],
+                              "xtc_seconds": [], "reads_without_plugin_path": probe.returncode == 0}
+    for _ in range(repeat):
+        for key, chunk in entries:
+            path = file_path(data, key, chunk, XTC_GRID_NM)
+            done = subprocess.run([sys.executable, "-c", MDA_READ, data["topology"], path, data["xtc"]],
+                                  capture_output=True, text=True, env=plugin_env())
+            row = rows[(key, chunk)]
+            if done.returncode != 0:
+                row["error"] = done.stderr.strip().splitlines()[-1]
+                continue
+            seconds, xtc_seconds, worst, n_frames = done.stdout.split()
+            row["seconds"].append(float(seconds))
+            row["xtc_seconds"].append(float(xtc_seconds))
+            row["max_difference_A"] = float(worst)
+            row["n_frames"] = int(n_frames)
+    for row in rows.values():
+        row["seconds"], row["xtc_seconds"] = spread(row["seconds"]), spread(row["xtc_seconds"])
+        if row["seconds"]:
+            log(f"  {row['key']:<32s} c{row['chunk_frames']:<3d} MDAnalysis reads every frame in "
+                f"{row['seconds']['median']:6.2f} s (XTC {row['xtc_seconds']['median']:.2f} s), "
+                f"max difference {row['max_difference_A']:.2e} A; without HDF5_PLUGIN_PATH: "
+                f"{'reads' if row['reads_without_plugin_path'] else 'fails'}")
+        else:
+            log(f"  {row['key']} c{row['chunk_frames']}: MDAnalysis FAILED {row.get('error')}")
+    return list(rows.values())
+
+
+# --- main --------------------------------------------------------------------------------
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small inputs, fewer candidates (smoke test)")
+    parser.add_argument("--phases", default="sweep,chunks,precision,finalists,mdanalysis",
+                        help="comma-separated phases to run (default: all)")
+    parser.add_argument("--repeat", type=int, default=3, help="interleaved repetitions of the timed steps")
+    parser.add_argument("--keys", default=None, help="comma-separated candidate keys for the sweep (default: all)")
+    parser.add_argument("--keep", action="store_true", help="keep the written files under benchmarks/results/")
+    args = parser.parse_args()
+    phases = args.phases.split(",")
+    import hdf5plugin  # noqa: F401 - registers the filters
+    from MDAnalysisTests.datafiles import GRO
+
+    name = "study_layouts_quick" if args.quick else "study_layouts"
+    previous = os.path.join(RESULTS, f"{name}.json")
+    document = json.load(open(previous)) if os.path.exists(previous) else {}
+    document.setdefault("runs", {})
+    document["machine"] = machine()
+
+    def record(phase, value):
+        document["runs"][phase] = {"time": time.strftime("%Y-%m-%d %H:%M:%S"), "result": value}
+        save(name, document)
+
+    small = repeated_xtc(10) if args.quick else repeated_xtc(100)
+    adk = dataset("adk10" if args.quick else "adk100", small, topology())
+    solvated = dataset("solvated60" if args.quick else "solvated300", solvated_xtc(6 if args.quick else 30), GRO)
+    table = candidates()
+    keys = args.keys.split(",") if args.keys else list(table)
+    if args.quick and not args.keys:
+        keys = [k for k in keys if not any(s in k for s in QUICK_SKIP)]
+
+    if "sweep" in phases:
+        for data in (adk, solvated):
+            log(f"\n== sweep, {data['name']}: {data['n_frames']} frames x {data['n_atoms']} atoms, XTC "
+                f"{data['xtc_bytes'] / 1e6:.1f} MB; 32-frame chunks")
+            record(f"sweep-{data['name']}", measure_serial(data, [(table[k], 32) for k in keys],
+                                                           max(1, args.repeat - 1), XTC_GRID_NM, "sweep"))
+    if "chunks" in phases:
+        for data in (adk, solvated):
+            log(f"\n== chunk frames, {data['name']}")
+            entries = [(table[k], c) for k in SHORT_LIST for c in CHUNKS]
+            record(f"chunks-{data['name']}", measure_serial(data, entries, max(1, args.repeat - 1), XTC_GRID_NM,
+                                                            "chunks"))
+    if "precision" in phases:
+        for q in PRECISIONS:
+            qtable = candidates(q)
+            qkeys = [k for k, c in qtable.items()
+                     if c.family in ("float lossy", "integer grid") and not any(s in k for s in QUICK_SKIP)
+                     and k not in ("i32-none", "i32-so", "i32-nbit")]
+            log(f"\n== precision Q = {q} nm (bound {q / 2} nm), {adk['name']}; XTC at precision {1 / q:g}")
+            record(f"precision-{q:g}", measure_serial(adk, [(qtable[k], 32) for k in qkeys], 1, q, "precision"))
+    if "finalists" in phases:
+        big = adk if args.quick else dataset("adk600", repeated_xtc(600), topology())
+        log(f"\n== finalists, {big['name']}: {big['n_frames']} frames, XTC {big['xtc_bytes'] / 1e6:.0f} MB")
+        serial = measure_serial(big, [(table[k], 32) for k in FINALISTS], 1, XTC_GRID_NM, "finalists")
+        log("  collective writes through mpirun, 1 and 2 ranks")
+        writes = run_mpi_writes(big, FINALISTS, 32, max(2, args.repeat - 1))
+        log("  bench rmsd (whole commands)")
+        rmsd = run_bench_rmsd(big, FINALISTS, 32, args.repeat)
+        record("finalists", {"serial": serial, "mpi_writes": writes, "bench_rmsd": rmsd})
+        if not args.keep and big is not adk:
+            for key in FINALISTS:
+                remove(file_path(big, key, 32, XTC_GRID_NM))
+    if "mdanalysis" in phases:
+        result = {}
+        for data in (adk, solvated):
+            # MDAnalysis opens the dataset afresh for each read (twice per frame), so HDF5's
+            # chunk cache never keeps a chunk: multi-frame chunks are decompressed whole for
+            # every frame. 32-frame chunks only for three layouts, to show that cost.
+            entries = [(k, 1) for k in FINALISTS] + [(k, 32) for k in MDA_CHUNKED]
+            missing = [(k, c) for k, c in entries if not os.path.exists(file_path(data, k, c, XTC_GRID_NM))]
+            if missing:
+                measure_serial(data, [(table[k], c) for k, c in missing], 1, XTC_GRID_NM, "mdanalysis-files")
+            log(f"\n== MDAnalysis H5MDReader, every frame, {data['name']}")
+            result[data["name"]] = run_mdanalysis(data, entries, max(1, args.repeat - 1))
+        record("mdanalysis", result)
+    if not args.keep:
+        remove(FILES)
+
+
+if __name__ == "__main__":
+    main()
