@@ -228,6 +228,10 @@ def candidates(q_nm=XTC_GRID_NM):
                                   ("zstd", 5, "DELTA"), ("lz4hc", 5, "BITSHUFFLE")]:
         add(f"i32-blosc2-{shuffle.lower()}-{_level_key(cname, level)}", f"{r.name}, Blosc2 {shuffle.lower()} + {cname} {level}",
             r, _blosc2(cname, level, shuffle), plugin, fam, lossy_ints)
+    # hdf5plugin's Blosc2 class exposes one filter slot; bytedelta (Blosc2 filter 35) only
+    # through the raw filter options, and then without the shuffle it is meant to follow
+    add("i32-blosc2-bytedelta-zstd5", f"{r.name}, Blosc2 bytedelta (alone) + zstd 5", r,
+        lambda: {"compression": 32026, "compression_opts": (0, 0, 0, 0, 5, 35, 5)}, plugin, fam, lossy_ints)
     for cname, level in [("lz4", 5), ("zstd", 5)]:
         add(f"i32-blosc-bitshuffle-{_level_key(cname, level)}", f"{r.name}, Blosc bitshuffle + {cname} {level}", r,
             _blosc(cname, level, "BITSHUFFLE"), plugin, fam, lossy_ints)
