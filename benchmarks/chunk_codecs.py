@@ -47,10 +47,14 @@ _PLUGINS = {}
 def _plugin_function(filter_id):
     """The filter function of hdf5plugin's library for *filter_id* (loaded once)."""
     if filter_id not in _PLUGINS:
+        import glob
+        import os
+
         import hdf5plugin
 
-        libraries = hdf5plugin.get_config().registered_filters
-        for name, path in libraries.items():
+        # the libraries themselves (registered_filters names no path when HDF5_PLUGIN_PATH
+        # is set, for then hdf5plugin leaves the loading to HDF5)
+        for path in sorted(glob.glob(os.path.join(hdf5plugin.PLUGIN_PATH, "libh5*"))):
             library = ctypes.CDLL(path)
             library.H5PLget_plugin_info.restype = ctypes.POINTER(_FilterClass)
             info = library.H5PLget_plugin_info().contents

@@ -12,11 +12,13 @@ oracle every error is measured against). Phases (``--phases``, all by default):
 ``chunks``     chunk frames 1 to 64 for the short list.
 ``precision``  Q = 0.01 and 0.0001 nm (bound Q/2), sizes against an XTC written at that
                precision.
-``finalists``  AdK 600x: collective writes on 1 and 2 ranks (``study_write.py`` under
-               ``tools/mpirun.sh``), block reads, and the whole ``h5mdtool bench rmsd``
-               command against MDAnalysis's ``rms.RMSD`` on the XTC (with the RMSD compared).
+``finalists``  AdK 600x: size, block reads, and the whole ``h5mdtool bench rmsd`` command
+               against MDAnalysis's ``rms.RMSD`` on the XTC (with the RMSD compared).
 ``mdanalysis`` MDAnalysis's H5MDReader reading every frame of the finalists (AdK 100x and
                solvated), checked against MDAnalysis reading the XTC.
+``parallel``   AdK 100x, compressed layouts: HDF5's collective filtered write on 1 and 2
+               ranks against compressing in our own threads + direct chunk write
+               (``study_parallel_write.py``), with per-round timelines.
 
 Repetitions interleave the candidates (A B C A B C ...); medians and every run are kept in
 ``benchmarks/results/study_layouts[_quick].json``; ``study_report.py`` turns that into the
@@ -42,16 +44,17 @@ from data import repeated_xtc, topology  # noqa: E402
 from layout_candidates import XTC_GRID_NM, candidates, max_error_nm, read_blocks, write_file  # noqa: E402
 
 CACHE = os.path.join(RESULTS, "study_cache")
-FILES = os.path.join(RESULTS, "study_files")
-SHORT_LIST = ["f32-none", "f32-shuffle-gzip4", "i32-shuffle-gzip4", "i32-shuffle-zstd3", "i32-bshuf-lz4",
-              "i32-bshuf-zstd3", "i32-blosc2-bitshuffle-zstd5", "f32-sz-abs", "f32-sz3-abs", "f32-zfp-acc",
-              "f32-blosc2-bitshuffle-zstd1", "f32-bshuf-lz4"]
+FILES = os.path.join(RESULTS, "study_files")  # with _quick for --quick (set in main)
+SHORT_LIST = ["f32-none", "i32-shuffle-gzip4", "i32-shuffle-zstd3", "i32-bshuf-lz4", "i32-blosc2-shuffle-zstd5",
+              "i32-blosc2-bitshuffle-zstd5", "f32-sz-abs", "f32-blosc2-bitshuffle-zstd1"]
+PRECISION_KEYS = ["f32-sz-abs", "f32-sz3-abs", "f32-zfp-acc", "i32-shuffle-gzip4", "i32-shuffle-zstd3",
+                  "i32-bshuf-lz4", "i32-blosc2-bitshuffle-zstd5", "i32-blosc2-shuffle-zstd5"]
 FINALISTS = ["f32-none", "f32-shuffle-gzip4", "f32-so3-gzip4", "i32-shuffle-gzip4", "i32-shuffle-zstd3",
-             "i32-bshuf-lz4", "i32-bshuf-zstd3", "i32-blosc2-bitshuffle-zstd5", "f32-sz-abs",
-             "f32-blosc2-bitshuffle-zstd1", "f32-bshuf-lz4", "f32-shuffle-zstd1"]
+             "i32-bshuf-lz4", "i32-blosc2-shuffle-zstd5", "i32-blosc2-bitshuffle-zstd5", "f32-sz-abs",
+             "f32-blosc2-bitshuffle-zstd1", "f32-bshuf-lz4"]
 MDA_CHUNKED = ["f32-none", "i32-shuffle-gzip4", "i32-bshuf-lz4"]
 QUICK_SKIP = ("bzip2", "zstd19", "gzip9", "gzip6")
-CHUNKS = [1, 2, 4, 8, 16, 32, 64]
+CHUNKS = [1, 4, 16, 32, 64]
 PRECISIONS = [0.01, 0.0001]
 MDA_RMSD = (
     "import sys, warnings; warnings.simplefilter('ignore')\n"
@@ -196,6 +199,12 @@ def file_path(data, key, chunk, q_nm):
     return os.path.join(FILES, f"{data['name']}-{key}-c{chunk}-q{q_nm:g}.h5md")
 
 
+def use_files_directory(quick):
+    """Written files of --quick runs and full runs live apart (each run removes its own)."""
+    global FILES
+    FILES = os.path.join(RESULTS, "study_files_quick" if quick else "study_files")
+
+
 def stored_range(candidate, positions):
     if not candidate.nbit:
         return None
@@ -206,12 +215,14 @@ def stored_range(candidate, positions):
     return (low, high)
 
 
-def measure_serial(data, entries, repeat, q_nm, phase):
-    """Write (serial, in-process) and read each (candidate, chunk) *repeat* times in turn.
+def measure_serial(data, entries, repeat, q_nm, phase, read_repeat=3):
+    """Write (serial, in-process) each (candidate, chunk), then read them all in turn.
 
-    Returns one row per entry: size, ratio to the XTC (at precision *q_nm*), maximum error,
-    write seconds, block reads of all atoms and of the C-alpha span, with the XTC decoder's
-    time on the same frames interleaved as the reference.
+    Writes: *repeat* rounds over the entries (A B C A B C). Reads: *read_repeat* rounds over
+    the written files, each a block read of all atoms and of the C-alpha span, with
+    MDAnalysis's XTC decoder on the same frames in every round as the reference. Returns
+    one row per entry: size, ratio to the XTC (written at precision 1/*q_nm*), maximum
+    error against the XTC-decoded positions, and the timings (median, min, max, runs).
     """
     from h5mdtool.mpi import SerialComm
 
@@ -223,9 +234,8 @@ def measure_serial(data, entries, repeat, q_nm, phase):
                              "chunk_frames": chunk, "q_nm": q_nm, "bound_nm": c.bound_nm, "write": [],
                              "read_all": [], "read_ca": [], "error": None, "notes": c.notes}
             for c, chunk in entries}
-    decoder = []
+    load = [os.getloadavg()[0]]
     for rep in range(repeat):
-        decoder.append(time_xtc_decoder(data["xtc"]))
         for candidate, chunk in entries:
             row = rows[(candidate.key, chunk)]
             if row["error"]:
@@ -247,52 +257,29 @@ def measure_serial(data, entries, repeat, q_nm, phase):
                 row["max_error_nm"] = max_error_nm(path, positions)
                 row["within_bound"] = (row["max_error_nm"] <= (row["bound_nm"] or 0.0) + 1e-9
                                        if row["bound_nm"] is not None else row["max_error_nm"] < 1e-6)
+    decoder = []
+    for _ in range(read_repeat):
+        decoder.append(time_xtc_decoder(data["xtc"]))
+        for candidate, chunk in entries:
+            row = rows[(candidate.key, chunk)]
+            if row["error"]:
+                continue
+            path = file_path(data, candidate.key, chunk, q_nm)
             row["read_all"].append(read_blocks(path)[0])
             row["read_ca"].append(read_blocks(path, span=data["ca_span"])[0])
-            if rep == repeat - 1:
-                log(f"  {candidate.key:<32s} c{chunk:<3d} {row['size_vs_xtc']:6.3f}x XTC  err {row['max_error_nm']:.2e} "
-                    f"write {statistics.median(row['write']):6.2f} s  read all {statistics.median(row['read_all']):6.3f}"
-                    f" s  CA {statistics.median(row['read_ca']):6.3f} s")
+    load.append(os.getloadavg()[0])
     out = []
     for row in rows.values():
         for name in ("write", "read_all", "read_ca"):
             row[name] = spread(row[name])
         out.append(row)
+        if not row["error"]:
+            log(f"  {row['key']:<32s} c{row['chunk_frames']:<3d} {row['size_vs_xtc']:6.3f}x XTC  "
+                f"err {row['max_error_nm']:.2e} write {row['write']['median']:6.2f} s  read all "
+                f"{row['read_all']['median']:6.3f} s  CA {row['read_ca']['median']:6.3f} s")
+    log(f"  XTC decoder (MDAnalysis): {statistics.median(decoder):.3f} s; load average {load[0]:.1f} -> {load[1]:.1f}")
     return {"dataset": data["name"], "q_nm": q_nm, "xtc_bytes": xtc_bytes, "n_frames": data["n_frames"],
-            "n_atoms": data["n_atoms"], "xtc_decoder": spread(decoder), "rows": out}
-
-
-def run_mpi_writes(data, keys, chunk, repeat, ranks=(1, 2)):
-    """Collective writes on 1 and 2 ranks through mpirun, interleaved; medians and timelines."""
-    results = {(key, n): [] for key in keys for n in ranks}
-    for _ in range(repeat):
-        for key in keys:
-            for n in ranks:
-                path = file_path(data, key, chunk, XTC_GRID_NM) + f".{n}ranks"
-                remove(path)
-                os.sync()
-                done = subprocess.run([MPIRUN, "-n", str(n), sys.executable, os.path.join(HERE, "study_write.py"),
-                                       data["npy"], key, str(chunk), path], capture_output=True, text=True)
-                if done.returncode != 0:
-                    log(f"  {key} on {n} ranks FAILED: {done.stderr.strip().splitlines()[-1:]}")
-                    results[(key, n)].append({"error": done.stderr[-2000:]})
-                    continue
-                results[(key, n)].append(json.loads(done.stdout.strip().splitlines()[-1]))
-                remove(path)
-    rows = []
-    for key in keys:
-        row = {"key": key, "chunk_frames": chunk, "dataset": data["name"]}
-        for n in ranks:
-            runs = [r for r in results[(key, n)] if "seconds" in r]
-            row[f"write_{n}"] = spread([r["seconds"] for r in runs])
-            row[f"timelines_{n}"] = runs[-1]["timelines"] if runs else None
-            row[f"errors_{n}"] = [r["error"] for r in results[(key, n)] if "error" in r]
-        if row["write_1"] and row["write_2"]:
-            row["speedup_2"] = row["write_1"]["median"] / row["write_2"]["median"]
-            log(f"  {key:<32s} write 1 rank {row['write_1']['median']:6.2f} s  2 ranks {row['write_2']['median']:6.2f} s"
-                f"  -> {row['speedup_2']:.2f}x")
-        rows.append(row)
-    return rows
+            "n_atoms": data["n_atoms"], "xtc_decoder": spread(decoder), "load_average": load, "rows": out}
 
 
 def run_bench_rmsd(data, keys, chunk, repeat):
@@ -390,12 +377,68 @@ def run_mdanalysis(data, entries, repeat):
     return list(rows.values())
 
 
+PARALLEL_KEYS = ["f32-shuffle-gzip4", "i32-shuffle-gzip4", "i32-shuffle-zstd3", "i32-bshuf-lz4",
+                 "i32-blosc2-shuffle-zstd5", "i32-blosc2-bitshuffle-zstd5", "f32-blosc2-bitshuffle-zstd1",
+                 "f32-sz-abs"]
+#: (method, ranks, compression threads per rank) of study_parallel_write.py
+PARALLEL_CONFIGS = [("hdf5", 1, 1), ("hdf5", 2, 1), ("pwrite", 1, 1), ("pwrite", 1, 2), ("pwrite", 2, 1),
+                    ("gather", 2, 1)]
+
+
+def run_parallel(data, keys, repeat, chunk=32):
+    """Every (layout, method, ranks, threads) of study_parallel_write.py, interleaved."""
+    runs = {}
+    for rep in range(repeat):
+        for key in keys:
+            for method, ranks, threads in PARALLEL_CONFIGS:
+                path = file_path(data, key, chunk, XTC_GRID_NM) + f".{method}"
+                remove(path)
+                os.sync()
+                command = [MPIRUN, "-n", str(ranks), sys.executable, os.path.join(HERE, "study_parallel_write.py"),
+                           data["npy"], key, method, path, "--chunk-frames", str(chunk), "--threads", str(threads)]
+                # no HDF5_PLUGIN_PATH here: with it hdf5plugin leaves the filters to HDF5's
+                # dynamic loading, whose Bitshuffle and Blosc2 fail to create datasets
+                done = subprocess.run(command + (["--check"] if rep == 0 else []), capture_output=True, text=True)
+                row = runs.setdefault((key, method, ranks, threads),
+                                      {"key": key, "method": method, "ranks": ranks, "threads": threads,
+                                       "seconds": [], "check": None})
+                if done.returncode != 0:
+                    row["error"] = done.stderr[-2000:]
+                    log(f"  {key} {method} {ranks} ranks x {threads} threads FAILED")
+                else:
+                    result = json.loads(done.stdout.strip().splitlines()[-1])
+                    row["seconds"].append(result["seconds"])
+                    row["bytes"] = result["bytes"]
+                    row["timelines"] = result["timelines"]
+                    if "check" in result:
+                        row["check"] = result["check"]
+                remove(path)
+    rows = list(runs.values())
+    for row in rows:
+        row["seconds"] = spread(row["seconds"])
+    by = {(r["key"], r["method"], r["ranks"], r["threads"]): r for r in rows}
+    for key in keys:
+        base = by.get((key, "hdf5", 1, 1))
+        parts = []
+        for method, ranks, threads in PARALLEL_CONFIGS:
+            r = by.get((key, method, ranks, threads))
+            if r and r["seconds"]:
+                parts.append(f"{method} {ranks}x{threads} {r['seconds']['median']:.2f} s"
+                             + ("" if r["check"] in (True, None) else " CHECK FAILED"))
+        log(f"  {key:<30s} " + "; ".join(parts))
+        if base and base["seconds"]:
+            for r in rows:
+                if r["key"] == key and r["seconds"]:
+                    r["speedup_vs_hdf5_1"] = base["seconds"]["median"] / r["seconds"]["median"]
+    return rows
+
+
 # --- main --------------------------------------------------------------------------------
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small inputs, fewer candidates (smoke test)")
-    parser.add_argument("--phases", default="sweep,chunks,precision,finalists,mdanalysis",
+    parser.add_argument("--phases", default="sweep,chunks,precision,finalists,mdanalysis,parallel",
                         help="comma-separated phases to run (default: all)")
     parser.add_argument("--repeat", type=int, default=3, help="interleaved repetitions of the timed steps")
     parser.add_argument("--keys", default=None, help="comma-separated candidate keys for the sweep (default: all)")
@@ -415,6 +458,7 @@ def main():
         document["runs"][phase] = {"time": time.strftime("%Y-%m-%d %H:%M:%S"), "result": value}
         save(name, document)
 
+    use_files_directory(args.quick)
     small = repeated_xtc(10) if args.quick else repeated_xtc(100)
     adk = dataset("adk10" if args.quick else "adk100", small, topology())
     solvated = dataset("solvated60" if args.quick else "solvated300", solvated_xtc(6 if args.quick else 30), GRO)
@@ -423,51 +467,54 @@ def main():
     if args.quick and not args.keys:
         keys = [k for k in keys if not any(s in k for s in QUICK_SKIP)]
 
+    # phases in order of importance: a run stopped early keeps the phases it recorded
     if "sweep" in phases:
         for data in (adk, solvated):
             log(f"\n== sweep, {data['name']}: {data['n_frames']} frames x {data['n_atoms']} atoms, XTC "
                 f"{data['xtc_bytes'] / 1e6:.1f} MB; 32-frame chunks")
-            record(f"sweep-{data['name']}", measure_serial(data, [(table[k], 32) for k in keys],
-                                                           max(1, args.repeat - 1), XTC_GRID_NM, "sweep"))
-    if "chunks" in phases:
-        for data in (adk, solvated):
-            log(f"\n== chunk frames, {data['name']}")
-            entries = [(table[k], c) for k in SHORT_LIST for c in CHUNKS]
-            record(f"chunks-{data['name']}", measure_serial(data, entries, max(1, args.repeat - 1), XTC_GRID_NM,
-                                                            "chunks"))
-    if "precision" in phases:
-        for q in PRECISIONS:
-            qtable = candidates(q)
-            qkeys = [k for k, c in qtable.items()
-                     if c.family in ("float lossy", "integer grid") and not any(s in k for s in QUICK_SKIP)
-                     and k not in ("i32-none", "i32-so", "i32-nbit")]
-            log(f"\n== precision Q = {q} nm (bound {q / 2} nm), {adk['name']}; XTC at precision {1 / q:g}")
-            record(f"precision-{q:g}", measure_serial(adk, [(qtable[k], 32) for k in qkeys], 1, q, "precision"))
+            record(f"sweep-{data['name']}", measure_serial(data, [(table[k], 32) for k in keys], 1, XTC_GRID_NM,
+                                                           "sweep", read_repeat=args.repeat))
     if "finalists" in phases:
         big = adk if args.quick else dataset("adk600", repeated_xtc(600), topology())
         log(f"\n== finalists, {big['name']}: {big['n_frames']} frames, XTC {big['xtc_bytes'] / 1e6:.0f} MB")
-        serial = measure_serial(big, [(table[k], 32) for k in FINALISTS], 1, XTC_GRID_NM, "finalists")
-        log("  collective writes through mpirun, 1 and 2 ranks")
-        writes = run_mpi_writes(big, FINALISTS, 32, max(2, args.repeat - 1))
+        serial = measure_serial(big, [(table[k], 32) for k in FINALISTS], 1, XTC_GRID_NM, "finalists",
+                                read_repeat=args.repeat)
         log("  bench rmsd (whole commands)")
         rmsd = run_bench_rmsd(big, FINALISTS, 32, args.repeat)
-        record("finalists", {"serial": serial, "mpi_writes": writes, "bench_rmsd": rmsd})
+        record("finalists", {"serial": serial, "bench_rmsd": rmsd})
         if not args.keep and big is not adk:
             for key in FINALISTS:
                 remove(file_path(big, key, 32, XTC_GRID_NM))
+    if "parallel" in phases:
+        log(f"\n== parallel compressed writes, {adk['name']}: HDF5 collective vs own threads + direct chunk write")
+        record("parallel", run_parallel(adk, PARALLEL_KEYS, args.repeat))
     if "mdanalysis" in phases:
         result = {}
         for data in (adk, solvated):
             # MDAnalysis opens the dataset afresh for each read (twice per frame), so HDF5's
             # chunk cache never keeps a chunk: multi-frame chunks are decompressed whole for
-            # every frame. 32-frame chunks only for three layouts, to show that cost.
-            entries = [(k, 1) for k in FINALISTS] + [(k, 32) for k in MDA_CHUNKED]
+            # every frame. 32-frame chunks only for three layouts on AdK, to show that cost.
+            entries = [(k, 1) for k in FINALISTS] + ([(k, 32) for k in MDA_CHUNKED] if data is adk else [])
             missing = [(k, c) for k, c in entries if not os.path.exists(file_path(data, k, c, XTC_GRID_NM))]
             if missing:
-                measure_serial(data, [(table[k], c) for k, c in missing], 1, XTC_GRID_NM, "mdanalysis-files")
+                measure_serial(data, [(table[k], c) for k, c in missing], 1, XTC_GRID_NM, "mdanalysis-files",
+                               read_repeat=1)
             log(f"\n== MDAnalysis H5MDReader, every frame, {data['name']}")
-            result[data["name"]] = run_mdanalysis(data, entries, max(1, args.repeat - 1))
+            result[data["name"]] = run_mdanalysis(data, entries, 1)
         record("mdanalysis", result)
+    if "chunks" in phases:
+        for data in (adk, solvated):
+            log(f"\n== chunk frames, {data['name']}")
+            entries = [(table[k], c) for k in SHORT_LIST for c in CHUNKS]
+            record(f"chunks-{data['name']}", measure_serial(data, entries, 1, XTC_GRID_NM, "chunks",
+                                                            read_repeat=args.repeat))
+    if "precision" in phases:
+        for q in PRECISIONS:
+            qtable = candidates(q)
+            qkeys = [k for k in PRECISION_KEYS if k in qtable] + [k for k in qtable if k.startswith("f32-so")]
+            log(f"\n== precision Q = {q} nm (bound {q / 2} nm), {adk['name']}; XTC at precision {1 / q:g}")
+            record(f"precision-{q:g}", measure_serial(adk, [(qtable[k], 32) for k in qkeys], 1, q, "precision",
+                                                      read_repeat=args.repeat))
     if not args.keep:
         remove(FILES)
 
