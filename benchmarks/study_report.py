@@ -204,7 +204,8 @@ def plot_frontier(document, path):
     sweeps = [document["runs"][n]["result"] for n in document["runs"] if n.startswith("sweep-")]
     if not sweeps:
         return
-    fig, axes = plt.subplots(1, len(sweeps) + 1, figsize=(6.2 * (len(sweeps) + 1), 5.6))
+    fig, grid = plt.subplots(2, 2, figsize=(13, 11))
+    axes = list(grid.ravel())
     for ax, result in zip(axes, sweeps):
         decoder = median(result["xtc_decoder"])
         rows = [r for r in result["rows"] if not r.get("error")]
@@ -224,7 +225,7 @@ def plot_frontier(document, path):
         ax.set_title(f"{result['dataset']}: {result['n_frames']} frames x {result['n_atoms']} atoms\n"
                      f"(XTC decoder {decoder:.2f} s; dashed: the XTC)", fontsize=10)
         ax.grid(True, which="both", lw=0.3)
-    ax = axes[-1]
+    ax = axes[2]
     result = sweeps[0]
     for r in result["rows"]:
         if r.get("error"):
@@ -240,14 +241,36 @@ def plot_frontier(document, path):
     ax.set_ylabel("write time, 1 process, positions in memory (s)")
     ax.set_title(f"{result['dataset']}: write time", fontsize=10)
     ax.grid(True, which="both", lw=0.3)
+    plot_chunks(document, axes[3])
     handles = [plt.Line2D([], [], color=c, marker="o", ls="", label=f) for f, c in COLOURS.items()]
     handles += [plt.Line2D([], [], color="grey", marker=m, ls="", label=f"reader needs {n}") for n, m in MARKERS.items()]
     handles.append(plt.Line2D([], [], color="white", marker="o", markeredgecolor="black", ls="",
                               label="on the size/read frontier"))
     fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=9)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     fig.savefig(path, dpi=110)
     print(f"plot: {path}")
+
+
+def plot_chunks(document, ax):
+    """Size against frames per chunk for the short list (first chunks phase)."""
+    names = [n for n in document["runs"] if n.startswith("chunks-")]
+    if not names:
+        ax.set_visible(False)
+        return
+    result = document["runs"][names[0]]["result"]
+    keys = list(dict.fromkeys(r["key"] for r in result["rows"]))
+    for key in keys:
+        rows = sorted((r for r in result["rows"] if r["key"] == key and not r.get("error")),
+                      key=lambda r: r["chunk_frames"])
+        ax.plot([r["chunk_frames"] for r in rows], [r["size_vs_xtc"] for r in rows], marker="o", label=key)
+    ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("frames per chunk")
+    ax.set_ylabel("file size / XTC size")
+    ax.set_title(f"{result['dataset']}: size by frames per chunk", fontsize=10)
+    ax.legend(fontsize=7)
+    ax.grid(True, which="both", lw=0.3)
 
 
 def plot_timeline(document, path, key="i32-shuffle-gzip4"):
@@ -277,7 +300,8 @@ def plot_timeline(document, path, key="i32-shuffle-gzip4"):
         label = {"hdf5": "HDF5 collective filtered write (filters run inside 'write')",
                  "pwrite": "own compression threads + direct chunk write (rank 0 allocates, ranks pwrite)"}[method]
         ax.set_title(f"{label}: {ranks} rank(s) x {threads} thread(s), {median(row['seconds']):.2f} s", fontsize=9)
-    axes[-1].set_xlabel("seconds from file creation (AdK 100x, shuffle + gzip 4 on int32 pm, 32-frame chunks)")
+    frames = sum(e["frames"] for t in rows[(key,) + panels[0]]["timelines"] for e in t)
+    axes[-1].set_xlabel(f"seconds from file creation ({key}, {frames} AdK frames, 32-frame chunks)")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c, label=p) for p, c in colours.items()]
     fig.legend(handles=handles, loc="upper right", ncol=4, fontsize=8)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
