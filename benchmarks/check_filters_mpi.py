@@ -22,7 +22,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from layout_candidates import candidates, write_file  # noqa: E402
 
 RECOMMENDED = [
-    "i32-shuffle-gzip4", "i32-shuffle-zstd3", "i32-bshuf-lz4", "i32-bshuf-zstd3", "i32-blosc2-bitshuffle-zstd5",
+    "i32-shuffle-gzip4", "i32-shuffle-zstd3", "i32-bshuf-lz4", "i32-bshuf-zstd3", "i32-blosc2-shuffle-zstd5",
+    "i32-blosc2-bitshuffle-zstd5", "f32-shuffle-lz4",
     "i32-blosc2-bitshuffle-lz4-5", "f32-blosc2-bitshuffle-zstd1", "f32-bshuf-lz4", "f32-shuffle-zstd1",
     "f32-sz-abs", "f32-sz3-abs", "f32-zfp-acc", "f32-so3-gzip4",
 ]
