@@ -10,7 +10,6 @@ the size/read-speed frontier and the per-round timeline of the parallel writes.
 import argparse
 import json
 import os
-import statistics
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_JSON = os.path.join(HERE, "results", "study_layouts.json")
