@@ -225,7 +225,9 @@ def plot_frontier(document, path):
         ax.set_yscale("log")
         ax.set_xlabel("file size / XTC size (same frames)")
         ax.set_ylabel("read every frame (blocks) / MDAnalysis XTC decoder time")
-        ax.set_title(f"{result['dataset']}: {result['n_frames']} frames x {result['n_atoms']} atoms\n"
+        chunk = result["rows"][0]["chunk_frames"]
+        ax.set_title(f"{result['dataset']}: {result['n_frames']} frames x {result['n_atoms']} atoms, "
+                     f"{chunk}-frame chunks\n"
                      f"(XTC decoder {decoder:.2f} s; dashed: the XTC)", fontsize=10)
         ax.grid(True, which="both", lw=0.3)
     ax = axes[2]
