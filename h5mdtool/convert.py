@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .codecs import codec
 from .errors import InputError, OutputError, UsageError
 from .formats.base import reason
 from .formats import check_trajectory, load_decoders, scan, select_frames
@@ -118,6 +119,20 @@ def _notes(index, frames, groups, fields_asked):
     return notes
 
 
+def layout_notes(layout):
+    """What readers of a file in *layout* must know: plugin filters, multi-frame compressed chunks."""
+    notes = []
+    if codec(layout.compression).plugin:
+        notes.append(f"compressed with {layout.compression}, an HDF5 plugin filter: Python readers need hdf5plugin "
+                     "('import hdf5plugin' before h5py or MDAnalysis opens the file), h5dump and C programs "
+                     "HDF5_PLUGIN_PATH (docs/layouts.md); --compression gzip needs no plugin")
+    if layout.filtered and not layout.contiguous and layout.chunk_frames > 1:
+        notes.append(f"{layout.chunk_frames} frames per compressed chunk: block readers (bench rmsd, h5py slices) "
+                     "decompress each chunk once, but MDAnalysis 2.11 decompresses a whole chunk for every frame "
+                     "it reads; for frame-by-frame analysis with MDAnalysis, convert with --chunk-frames 1")
+    return notes
+
+
 def _plan(comm, inputs, output, *, topology, select, atom_indices_file, start, stop, step, velocities, forces,
           on_overlap, on_truncated, format, group, force, layout, command):
     """Rank 0: check the output, scan inputs, select atoms and frames, group the elements."""
@@ -163,6 +178,7 @@ def _plan(comm, inputs, output, *, topology, select, atom_indices_file, start, s
     n_atoms = index.n_atoms if atom_indices is None else len(atom_indices)
     layout.plan_chunks(len(groups[0][1]), n_atoms)
     record["layout"] = layout.describe()
+    notes += layout_notes(layout)
     return ConvertPlan(
         index=index, layout=layout, frames=selected, atom_indices=atom_indices, groups=groups,
         temporary=temporary_name(output), output=os.path.abspath(output), provenance=record, notes=notes,
@@ -316,7 +332,7 @@ def write_h5md_file(path, plan, *, comm, bar, block_bytes=DEFAULT_BLOCK_BYTES, a
 @entry_point
 def convert(inputs, output, *, comm=None, topology=None, select=None, atom_indices_file=None, start=None, stop=None,
             step=None, velocities=True, forces=True, on_overlap="error", on_truncated="error",
-            format=None, group=None, chunk_frames=1, contiguous=False, compression="auto",
+            format=None, group=None, chunk_frames=None, contiguous=False, compression="auto",
             compression_level=None, shuffle=None, precision=None, velocity_precision=None,
             force_precision=None, stripe_count=None, stripe_size=None, force=False, progress=None,
             block_bytes=DEFAULT_BLOCK_BYTES,
