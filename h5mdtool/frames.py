@@ -27,14 +27,14 @@ Sources:
 
 import os
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
 from .errors import InputError, mark_collective
-from .manifest import is_manifest, read_manifest
-from .mpi import SerialComm, open_h5, root_call
-from .sources import (TrajectoryIndex, TrajectoryReader, _h5md_factor, _h5md_particles, detect_format, load_decoders,
-                      scan, scan_segment)
+from .manifest import read_manifest
+from .mpi import SerialComm, open_h5
+from .sources import TrajectoryIndex, TrajectoryReader, _h5md_factor, detect_format, scan_segment
 
 
 #: Common H5MD units, converted without importing MDAnalysis (which costs a non-root rank
@@ -55,6 +55,51 @@ def _factor(path, dataset, kind):
     return _h5md_factor(path, dataset, kind, "Angstrom" if kind == "length" else "ps")
 
 
+def h5md_group(path, handle, requested=None):
+    """The particle group to read: *requested*, or the first listed under ``/particles``.
+
+    MDAnalysis's ``H5MDReader`` reads ``list(file["particles"])[0]`` (h5py lists groups by
+    name unless they were created with ``track_order``), so both engines read what
+    MDAnalysis reads unless ``--group`` names another.
+
+    Raises
+    ------
+    InputError
+        If there is no ``/particles`` group, *requested* is not one of its groups, or the
+        chosen group has no ``position/value``.
+    """
+    particles = handle.get("particles")
+    if particles is None or not len(particles):
+        raise InputError(f"{path}: no /particles group: not an H5MD trajectory")
+    names = list(particles)
+    if requested is not None and requested not in names:
+        raise InputError(f"{path}: no particle group {requested!r}; /particles holds {', '.join(names)}")
+    name = requested or names[0]
+    group = particles[name]
+    if not (isinstance(group, type(particles)) and "position" in group and "value" in group["position"]):
+        others = [n for n in names if n != name]
+        hint = f"; choose another with --group ({', '.join(others)})" if others else ""
+        raise InputError(f"{path}: particle group {name!r} has no position/value{hint}")
+    return name
+
+
+def _series_ps(time, scale, start, stop):
+    """Times (ps) of frames ``[start, stop)`` from an H5MD ``time`` dataset (None: 1 ps a frame,
+    MDAnalysis's default; a scalar: H5MD 1.1's fixed interval with an ``offset`` attribute)."""
+    if time is None:
+        return np.arange(start, stop, dtype=np.float64)
+    if time.shape == ():
+        offset = float(time.attrs.get("offset", 0.0))
+        return (offset + float(time[()]) * np.arange(start, stop)) * scale
+    return np.asarray(time[start:stop], np.float64) * scale
+
+
+def h5md_time_ps(path, position, start, stop):
+    """Times (ps) of frames ``[start, stop)`` of an H5MD ``position`` element."""
+    time = position.get("time")
+    return _series_ps(time, 1.0 if time is None else _factor(path, time, "time"), start, stop)
+
+
 class H5MDFrames:
     """Selected atoms' positions and times from an H5MD file (MPI-IO on several ranks).
 
@@ -65,10 +110,11 @@ class H5MDFrames:
         rank sees the same metadata).
     """
 
-    def __init__(self, path, atom_indices, comm, block_frames=1024):
+    def __init__(self, path, atom_indices, comm, block_frames=1024, group=None):
         self.path = path
         self.handle = open_h5(path, "r", comm)
         try:
+            self.group_name = h5md_group(path, self.handle, group)
             self._inspect(atom_indices, block_frames)
         except InputError as error:
             self.handle.close()
@@ -76,7 +122,6 @@ class H5MDFrames:
         self.opened = [path]
 
     def _inspect(self, atom_indices, block_frames):
-        self.group_name = _h5md_particles(self.path, self.handle)
         position = self.handle["particles"][self.group_name]["position"]
         self.value = position["value"]
         if self.value.ndim != 3 or self.value.shape[2] != 3:
@@ -110,12 +155,7 @@ class H5MDFrames:
         return dict(self._description)
 
     def _times(self, start, stop):
-        if self.time is None:  # MDAnalysis's default: dt = 1 ps
-            return np.arange(start, stop, dtype=np.float64)
-        if self.time.shape == ():  # H5MD 1.1 fixed interval: increment, attribute offset
-            offset = float(self.time.attrs.get("offset", 0.0))
-            return (offset + float(self.time[()]) * np.arange(start, stop)) * self.time_scale
-        return np.asarray(self.time[start:stop], np.float64) * self.time_scale
+        return _series_ps(self.time, self.time_scale, start, stop)
 
     def read(self, start, stop):
         count = stop - start
@@ -239,107 +279,96 @@ def checked_manifest(path):
     return manifest
 
 
-def _inspect(path):
-    """Format and atom count of a trajectory file, checked on rank 0 (H5MD opened serially)."""
-    if not os.path.isfile(path):
-        raise InputError(f"{path}: no such file")
-    fmt = detect_format(path)
-    if fmt == "H5MD":
-        return fmt, scan_segment(path).n_atoms, None
-    index = scan([path])
-    return fmt, index.n_atoms, index
+@dataclass
+class Piece:
+    """One file of a trajectory read through MDAnalysis: frames ``[start, stop)`` of the whole
+    trajectory are this file's frames ``skip, skip + 1, ...``."""
 
-
-def open_frames(path, atom_indices, block_frames, comm):
-    """Open *path* for the blocks engine; rank 0 reads shared metadata once and broadcasts.
-
-    Raises
-    ------
-    InputError
-        Missing or unreadable input or parts (on every rank together).
-    """
-    if is_manifest(path):
-        return ManifestFrames(root_call(comm, checked_manifest, path), atom_indices, block_frames)
-    if comm.rank != 0:
-        load_decoders([path])
-    fmt, _, index = root_call(comm, _inspect, path)
-    if fmt == "H5MD":
-        return H5MDFrames(path, atom_indices, comm, block_frames)
-    return TrajectoryFrames(index, atom_indices, block_frames)
+    path: str
+    format: str
+    start: int
+    stop: int
+    skip: int = 0
+    offsets: np.ndarray = None
 
 
 class MDAnalysisFrames:
     """Frames through MDAnalysis Universes, one frame at a time (the papers' way).
 
-    Positions are in Angstrom (``scale`` 1). XTC/TRR readers get the offsets rank 0 computed
+    Positions are in Angstrom (``scale`` 1). Each file (*pieces*: one file, the segments of
+    a trajectory, or the parts of a split one) gets its own ``Universe(topology, file)`` when
+    one of its frames is first read; with several ranks a single H5MD file is opened by all
+    of them at once with ``driver="mpio"``. XTC/TRR readers get the offsets rank 0 computed
     instead of building them on every rank and writing offset and lock files beside the
-    trajectory. An H5MD file is opened with ``driver="mpio"`` on several ranks.
+    trajectory; H5MD readers read the particle group *h5md_group*.
+
+    Parameters
+    ----------
+    pieces : list of Piece
+    topology : str
+    atom_indices : array of int
+        The atoms whose positions :meth:`frame` returns, in this order.
+    comm : communicator
+    n_atoms : int
+        Atoms of the whole system.
+    h5md_group : str, optional
+    relative_to : str, optional
+        Directory the ``opened`` paths are given relative to (a manifest's).
     """
 
     scale = 1.0
     chunk_frames = 1
 
-    def __init__(self, path, topology, selection, comm, index=None, manifest=None):
-        self.path, self.topology, self.selection, self.comm = path, topology, selection, comm
-        self.manifest = manifest
+    def __init__(self, pieces, topology, atom_indices, comm, n_atoms, h5md_group=None, relative_to=None):
+        self.pieces, self.topology, self.comm = pieces, topology, comm
+        self.atom_indices = np.asarray(atom_indices, np.int64)
+        self.h5md_group, self.relative_to = h5md_group, relative_to
+        self.n_frames, self.n_atoms = pieces[-1].stop, n_atoms
+        self.starts = np.array([piece.start for piece in pieces], np.int64)
         self.universes = {}
-        if manifest is not None:
-            self.n_frames, self.n_atoms = manifest.n_frames, manifest.n_atoms
-            self._describe = {"format": manifest.format, "layout": "split", "parts": len(manifest.parts),
-                              "manifest": manifest.path}
-        else:
-            universe = self._universe(path, index, comm)
-            self.universes[path] = universe
-            self.n_frames, self.n_atoms = universe.trajectory.n_frames, universe.atoms.n_atoms
-            if index is None:
-                self._describe = {"format": "H5MD", "mpi_io": comm.size > 1}
-            else:
-                self._describe = {"format": index.formats[0], "layout": "single shared file",
-                                  "offsets": "scanned by rank 0 and broadcast"}
-        self._describe["reader"] = "MDAnalysis"
+        self.current = None
+        if len(pieces) == 1 and pieces[0].format == "H5MD" and comm.size > 1:
+            self._open(0, parallel=True)  # collective: every rank opens the file
 
     @property
     def opened(self):
-        if self.manifest is None:
-            return [self.path]
-        return [os.path.relpath(path, os.path.dirname(self.manifest.path)) for path in self.universes]
+        paths = [self.pieces[number].path for number in self.universes]
+        if self.relative_to is None:
+            return paths
+        return [os.path.relpath(path, self.relative_to) for path in paths]
 
     def describe(self):
-        return dict(self._describe)
+        return {"reader": "MDAnalysis"}
 
-    def _universe(self, path, index, comm):
+    def _open(self, number, parallel=False):
         import MDAnalysis
 
+        piece = self.pieces[number]
+        if piece.format in ("XTC", "TRR") and piece.offsets is None:  # a part: this rank scans it
+            piece.offsets = scan_segment(piece.path).offsets
         kwargs = {}
-        if index is not None and index.segments[0].format in ("XTC", "TRR"):
-            kwargs["format"] = _reader_with_offsets(index.segments[0].format, index.segments[0].offsets)
-        elif index is None and comm.size > 1:
-            kwargs.update(driver="mpio", comm=comm)
+        reader = mdanalysis_reader(piece, self.h5md_group)
+        if reader is not None:
+            kwargs["format"] = reader
+        if parallel:
+            kwargs.update(driver="mpio", comm=self.comm)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                universe = MDAnalysis.Universe(self.topology, path, **kwargs)
+                universe = MDAnalysis.Universe(self.topology, piece.path, **kwargs)
         except Exception as error:  # noqa: BLE001 - MDAnalysis raises many types here
-            raise InputError(f"{path}: MDAnalysis cannot read it with {self.topology} ({error})") from None
-        universe.h5mdtool_group = universe.select_atoms(self.selection)
+            raise InputError(f"{piece.path}: MDAnalysis cannot read it with {self.topology} ({error})") from None
+        universe.h5mdtool_atoms = universe.atoms[self.atom_indices]
+        self.universes[number] = universe
         return universe
 
-    def _locate(self, frame):
-        if self.manifest is None:
-            return self.universes[self.path], frame
-        part = self.manifest.parts_for(frame, frame + 1)[0]
-        if part.path not in self.universes:
-            index = None
-            if detect_format(part.path) != "H5MD":
-                index = TrajectoryIndex([scan_segment(part.path)], self.n_atoms, False, False, False)
-            self.universes[part.path] = self._universe(part.path, index, SerialComm())
-        return self.universes[part.path], frame - part.start
-
     def frame(self, number):
-        """Load frame *number*; returns (selected positions in Angstrom, time in ps)."""
-        universe, local = self._locate(number)
-        ts = universe.trajectory[local]
-        return universe.h5mdtool_group.positions, ts.time
+        """Load frame *number*; returns (the atoms' positions in Angstrom, time in ps)."""
+        piece_number = int(np.searchsorted(self.starts, number, side="right")) - 1
+        universe = self.universes.get(piece_number) or self._open(piece_number)
+        piece = self.pieces[piece_number]
+        ts = universe.trajectory[number - piece.start + piece.skip]
+        return universe.h5mdtool_atoms.positions, ts.time
 
     def read(self, start, stop):
         positions, times = zip(*(self.frame(i) for i in range(start, stop)))
@@ -348,6 +377,26 @@ class MDAnalysisFrames:
     def close(self):
         for universe in self.universes.values():
             universe.trajectory.close()
+
+
+_READER_CLASSES = {}
+
+
+def mdanalysis_reader(piece, h5md_group=None):
+    """The MDAnalysis reader class for *piece*, or None for MDAnalysis's own choice.
+
+    XTC/TRR: a reader that takes the offsets rank 0 computed (nothing written beside the
+    file); H5MD with *h5md_group*: a reader of that particle group (MDAnalysis reads the
+    first one). Each class has a format name of its own, so MDAnalysis's registry of readers
+    is otherwise unchanged.
+    """
+    if piece.format in ("XTC", "TRR") and piece.offsets is not None:
+        return _reader_with_offsets(piece.format, piece.offsets)
+    if piece.format == "H5MD" and h5md_group is not None:
+        if h5md_group not in _READER_CLASSES:
+            _READER_CLASSES[h5md_group] = _h5md_reader(h5md_group)
+        return _READER_CLASSES[h5md_group]
+    return None
 
 
 def _reader_with_offsets(fmt, offsets):
@@ -360,30 +409,20 @@ def _reader_with_offsets(fmt, offsets):
     def _load_offsets(self):
         self._xdr.set_offsets(offsets)
 
-    # a format name of its own keeps MDAnalysis's registry of readers unchanged
     return type(f"H5mdTool{fmt}Reader", (base,), {"format": f"H5MDTOOL-{fmt}", "_load_offsets": _load_offsets})
 
 
-def open_mdanalysis(path, topology, selection, comm, n_topology_atoms):
-    """Open *path* for the frames engine; rank 0 scans shared XTC/TRR/DCD files once.
+def _h5md_reader(group):
+    """An MDAnalysis H5MD reader class that reads particle group *group*."""
+    from MDAnalysis.coordinates.H5MD import H5MDReader
 
-    Raises
-    ------
-    InputError
-        Missing or unreadable input or parts, or a trajectory whose atom count is not
-        *n_topology_atoms* (checked on rank 0 before any Universe is built, so every rank
-        stops together).
-    """
-    if is_manifest(path):
-        manifest = root_call(comm, checked_manifest, path)
-        fmt, n_atoms, index = manifest.format, manifest.n_atoms, None
-    else:
-        manifest = None
-        fmt, n_atoms, index = root_call(comm, _inspect, path)
-    if n_atoms != n_topology_atoms:
-        raise mark_collective(atom_count_error(topology, n_topology_atoms, path, n_atoms))
-    return MDAnalysisFrames(path, topology, selection, comm, index=index, manifest=manifest)
+    def open_trajectory(self):
+        H5MDReader.open_trajectory(self)
+        self._particle_group = self._file["particles"][group]
 
+    def __setstate__(self, state):
+        H5MDReader.__setstate__(self, state)
+        self._particle_group = self._file["particles"][group]
 
-def atom_count_error(topology, n_topology_atoms, path, n_atoms):
-    return InputError(f"{topology} has {n_topology_atoms} atoms but {path} has {n_atoms}")
+    return type("H5mdToolH5MDReader", (H5MDReader,),
+                {"format": f"H5MDTOOL-H5MD-{group}", "open_trajectory": open_trajectory, "__setstate__": __setstate__})

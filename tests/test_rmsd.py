@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import pytest
 
-from h5mdtool.bench import block_edges
+from h5mdtool.bench_engines import block_edges
 from h5mdtool.rmsd import centred, rmsd_to_reference
 
 
