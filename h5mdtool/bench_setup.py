@@ -172,13 +172,33 @@ def select_frames(n_frames, options, times):
 
 
 def _frame_universe(universe, info, frame):
-    """Put the trajectory's *frame* (with its box) into *universe*; returns seconds to open, read."""
-    from .frames import mdanalysis_reader
+    """Put the trajectory's *frame* (with its box) into *universe*; returns seconds to open, read.
+
+    XTC/TRR/DCD through MDAnalysis's readers (XTC/TRR with rank 0's offsets); H5MD frames
+    read with h5py (the chosen particle group, also where MDAnalysis's reader refuses the
+    file) and handed to MDAnalysis's MemoryReader.
+    """
+    from MDAnalysis.coordinates.memory import MemoryReader
+
+    from .frames import h5md_frame, mdanalysis_reader
     from .sources import scan_segment
 
-    pieces = info.pieces()
-    piece = next(p for p in pieces if p.start <= frame < p.stop)
+    piece = next(p for p in info.pieces() if p.start <= frame < p.stop)
+    local = frame - piece.start + piece.skip
     started = time.perf_counter()
+    if piece.format == "H5MD":
+        group = info.h5md_group
+        if group is None:  # the part of a split trajectory or a segment: its first group
+            import h5py
+
+            from .frames import h5md_group
+
+            with h5py.File(piece.path, "r") as handle:
+                group = h5md_group(piece.path, handle)
+        opened = time.perf_counter()
+        positions, dimensions = h5md_frame(piece.path, group, local)
+        universe.load_new(positions[None], format=MemoryReader, dimensions=dimensions)
+        return opened - started, time.perf_counter() - opened
     if piece.format in ("XTC", "TRR") and piece.offsets is None:
         piece.offsets = scan_segment(piece.path).offsets
     reader = mdanalysis_reader(piece, info.h5md_group)
@@ -189,7 +209,7 @@ def _frame_universe(universe, info, frame):
     except Exception as error:  # noqa: BLE001 - MDAnalysis raises many types here
         raise InputError(f"{piece.path}: MDAnalysis cannot read it ({error})") from None
     opened = time.perf_counter()
-    universe.trajectory[frame - piece.start + piece.skip]
+    universe.trajectory[local]
     return opened - started, time.perf_counter() - opened
 
 

@@ -100,6 +100,37 @@ def h5md_time_ps(path, position, start, stop):
     return _series_ps(time, 1.0 if time is None else _factor(path, time, "time"), start, stop)
 
 
+def h5md_frame(path, group, frame):
+    """All positions (Angstrom, float32) and the box (MDAnalysis ``dimensions`` or None) of
+    one frame of an H5MD particle *group*, read with h5py (rank 0's reference frame: also
+    for files MDAnalysis's reader refuses, such as a fixed time interval).
+
+    Raises
+    ------
+    InputError
+        Units h5mdtool cannot convert.
+    """
+    import h5py
+
+    with h5py.File(path, "r") as handle:
+        particles = handle["particles"][group]
+        value = particles["position/value"]
+        positions = (np.asarray(value[frame], np.float64) * _factor(path, value, "length")).astype(np.float32)
+        dimensions = None
+        box = particles.get("box")
+        boundary = [] if box is None else [b.decode() if isinstance(b, bytes) else str(b)
+                                           for b in np.atleast_1d(box.attrs.get("boundary", []))]
+        if box is not None and "edges" in box and boundary and all(b == "periodic" for b in boundary):
+            edges = box["edges"]
+            dataset = edges["value"] if isinstance(edges, h5py.Group) else edges
+            data = dataset[frame] if isinstance(edges, h5py.Group) else dataset[()]
+            data = np.asarray(data, np.float64) * _factor(path, dataset, "length")
+            from MDAnalysis.lib.mdamath import triclinic_box
+
+            dimensions = [*data, 90.0, 90.0, 90.0] if data.shape == (3,) else triclinic_box(*data)
+    return positions, dimensions
+
+
 class H5MDFrames:
     """Selected atoms' positions and times from an H5MD file (MPI-IO on several ranks).
 
