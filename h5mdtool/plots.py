@@ -166,10 +166,13 @@ def plot_scaling(result, path, fmt=None):
     left.legend(lines, [line.get_label() for line in lines], loc="upper center", bbox_to_anchor=(0.5, -0.13),
                 ncol=3, fontsize="small", frameon=False)
     left.set_title(_baseline_text(baseline), fontsize="small", color="black" if baseline["measured"] else "tab:red")
-    for phase in PHASES:
-        right.plot(ranks, [max(row[phase], 1e-6) for row in rows], "o-", color=COLOURS[phase] if phase != "t_wait"
-                   else "#969696", label=LABELS[phase])
+    for phase in PHASES:  # a phase that took no time has no place on a log axis: left out there
+        right.plot(ranks, [row[phase] if row[phase] > 0 else float("nan") for row in rows], "o-",
+                   color=COLOURS[phase] if phase != "t_wait" else "#969696", label=LABELS[phase])
     right.plot(ranks, [row["t_total"] for row in rows], "k-", linewidth=2, label="total (slowest rank)")
+    slow = [row for row in rows if row.get("stragglers")]
+    right.plot([row["n_ranks"] for row in slow], [row["t_total"] for row in slow], "o", markersize=11,
+               markerfacecolor="none", markeredgecolor="red", markeredgewidth=1.5, label="run with stragglers")
     _log2_ranks(right, ranks)
     right.set_yscale("log")
     right.set_ylabel("time (s), mean over ranks")
@@ -190,17 +193,20 @@ def plot_layouts(result, path, fmt=None):
         ranks = sorted(column["rows"])
         style = "-" if column["baseline"]["measured"] else "--"
         left.plot(ranks, [column["rows"][n]["t_total"] for n in ranks], "o" + style, label=column["label"])
-        right.plot(ranks, [max(column["rows"][n]["t_io"], 1e-6) for n in ranks], "o" + style, label=column["label"])
+        right.plot(ranks, [column["rows"][n]["t_io"] if column["rows"][n]["t_io"] > 0 else float("nan") for n in ranks],
+                   "o" + style, label=column["label"])
     for axes, what in ((left, "total time (s), slowest rank"), (right, "I/O time (s), mean over ranks")):
         _log2_ranks(axes, all_ranks)
         axes.set_yscale("log")
         axes.set_ylabel(what)
-    left.legend(loc="upper center", bbox_to_anchor=(1.1, -0.13), ncol=2, fontsize="small", frameon=False)
+    handles, labels = left.get_legend_handles_labels()
+    rows = math.ceil(len(labels) / 3)
+    figure.legend(handles, labels, loc="lower center", ncol=min(3, len(labels)), fontsize="small", frameon=False)
     context = result["context"]
     figure.suptitle(f"bench rmsd layouts: {len(result['inputs'])} inputs, engine {context['engine']}, fit "
                     f"{context['select']!r} ({context['n_selected']} atoms), weights {context['weights']}, "
                     f"{context['n_frames']} frames, load {context['compute_load']} (dashed: no 1-rank run)",
                     fontsize="medium")
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0.04 + 0.04 * rows, 1, 1))
     figure.savefig(path, dpi=120, format=fmt)
     plt.close(figure)
