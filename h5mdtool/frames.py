@@ -247,7 +247,8 @@ def _part_source(part, n_atoms, atom_indices, block_frames):
 
 
 class ManifestFrames:
-    """Frames of a split trajectory; parts are opened only when one of their frames is read."""
+    """Frames of a split trajectory; a part is opened by :meth:`open_for` or when one of its
+    frames is first read, so each rank opens only the parts holding its frames."""
 
     chunk_frames = 1
 
@@ -273,6 +274,13 @@ class ManifestFrames:
             self.sources[part.path] = _part_source(part, self.n_atoms, self.atom_indices, self.block_frames)
         return self.sources[part.path]
 
+    def open_for(self, frames):
+        """Open now the parts holding *frames* (opening is not reading: the benchmark times it apart)."""
+        frames = np.asarray(frames)
+        for part in self.manifest.parts:
+            if np.any((frames >= part.start) & (frames < part.stop)):
+                self._source(part)
+
     def read(self, start, stop):
         positions, times = [], []
         for part in self.manifest.parts_for(start, stop):
@@ -282,6 +290,8 @@ class ManifestFrames:
             times.append(t)
         if not positions:
             return np.empty((0, len(self.atom_indices), 3), np.float32), np.empty(0)
+        if len(positions) == 1:
+            return positions[0], times[0]
         return np.concatenate(positions), np.concatenate(times)
 
     def close(self):
@@ -392,6 +402,13 @@ class MDAnalysisFrames:
         universe.h5mdtool_atoms = universe.atoms[self.atom_indices]
         self.universes[number] = universe
         return universe
+
+    def open_for(self, frames):
+        """Build now the Universes of the files holding *frames* (each parses the topology)."""
+        frames = np.asarray(frames)
+        for number, piece in enumerate(self.pieces):
+            if number not in self.universes and np.any((frames >= piece.start) & (frames < piece.stop)):
+                self._open(number)
 
     def frame(self, number):
         """Load frame *number*; returns (the atoms' positions in Angstrom, time in ps)."""

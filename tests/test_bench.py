@@ -351,3 +351,25 @@ def test_plot_without_matplotlib(tmp_path, adk, monkeypatch):
     result = CliRunner().invoke(cli, ["bench", "rmsd", adk[1], "-t", adk[0], "--plot", str(tmp_path / "r.png")])
     assert result.exit_code == 2
     assert "h5mdtool[plot]" in result.output and not (tmp_path / "r.png").exists()
+
+
+@pytest.mark.parametrize("engine", ["blocks", "frames"])
+def test_opening_parts_is_init_traj_not_io(tmp_path, adk, monkeypatch, engine):
+    """A part's open (and, for the frames engine, its Universe's topology parse) is t_init_traj."""
+    import time
+
+    from h5mdtool import frames
+
+    split(adk[1], str(tmp_path / "parts"), 4, progress=False)
+    slow = {"blocks": "_part_source", "frames": "MDAnalysisFrames._open"}[engine]
+    owner, name = (frames, slow) if "." not in slow else (frames.MDAnalysisFrames, slow.split(".")[1])
+    original = getattr(owner, name)
+
+    def slow_open(*args, **kwargs):
+        time.sleep(0.3)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, slow_open)
+    record = bench_rmsd(str(tmp_path / "parts"), adk[0], engine=engine)["report"]["ranks"][0]
+    assert record["files_opened"] == 4
+    assert record["t_init_traj"] > 4 * 0.3 and record["t_io"] < 0.3
