@@ -13,7 +13,7 @@ DEMO_DIR ?= demo-output
 
 help:
 	@echo "make install   system packages (root, Debian), .venv, parallel h5py, h5mdtool"
-	@echo "make demo      install, then convert the AdK trajectories with mpirun -n 2"
+	@echo "make demo      install, then convert the AdK trajectories with mpirun -n 2 and benchmark RMSD on them"
 	@echo "make test      install, then pytest serially and under mpirun -n 2 and -n 3"
 	@echo "make bench     benchmarks against the peers named in benchmarks/README.md"
 
@@ -24,6 +24,7 @@ demo: install
 	@mkdir -p $(DEMO_DIR)
 	@set -e; \
 	DCD=$$($(PY) -c "from MDAnalysisTests.datafiles import DCD; print(DCD)"); \
+	PSF=$$($(PY) -c "from MDAnalysisTests.datafiles import PSF; print(PSF)"); \
 	XTC=$$($(PY) -c "from MDAnalysisTests.datafiles import XTC; print(XTC)"); \
 	echo "== adenylate kinase in vacuum (DCD, 98 frames x 3341 atoms), 2 ranks"; \
 	$(MPIRUN) -n 2 $(H5MDTOOL) convert $$DCD -o $(DEMO_DIR)/adk.h5md --force --no-progress; \
@@ -35,7 +36,10 @@ demo: install
 	$(H5MDTOOL) info $(DEMO_DIR)/adk_solvated.h5md; \
 	echo; echo "== reading both back with MDAnalysis (serial and MPI-IO) against the sources"; \
 	$(PY) examples/check_roundtrip.py $(DEMO_DIR); \
-	$(MPIRUN) -n 2 $(PY) examples/check_roundtrip.py $(DEMO_DIR)
+	$(MPIRUN) -n 2 $(PY) examples/check_roundtrip.py $(DEMO_DIR); \
+	echo; echo "== the papers' RMSD benchmark on the converted file, 2 ranks: per-rank phases, stragglers, advice"; \
+	$(MPIRUN) -n 2 $(H5MDTOOL) bench rmsd $(DEMO_DIR)/adk.h5md -t $$PSF --block-frames 16 \
+		--out $(DEMO_DIR)/rmsd-2.json --rmsd-out $(DEMO_DIR)/rmsd.xvg --force
 
 test: install test-serial test-mpi
 

@@ -244,8 +244,9 @@ def rmsd_command(inputs, topology, select, calc_select, index, weights, referenc
         return
     print_rmsd_report(report)
     values = result["rmsd"][:, 2]
+    written = [path for path in (out_path, rmsd_out, plot_path) if path]
     click.echo(f"rmsd: {len(values)} frames, mean {values.mean():.3f} A, max {values.max():.3f} A"
-               + "".join(f"; written to {path}" for path in (out_path, rmsd_out, plot_path) if path))
+               + (f"; written to {', '.join(written)}" if written else ""))
 
 
 def _print_scaling(result):
