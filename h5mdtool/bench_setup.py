@@ -181,7 +181,6 @@ def _frame_universe(universe, info, frame):
     from MDAnalysis.coordinates.memory import MemoryReader
 
     from .frames import h5md_frame, mdanalysis_reader
-    from .sources import scan_segment
 
     piece = next(p for p in info.pieces() if p.start <= frame < p.stop)
     local = frame - piece.start + piece.skip
@@ -199,8 +198,6 @@ def _frame_universe(universe, info, frame):
         positions, dimensions = h5md_frame(piece.path, group, local)
         universe.load_new(positions[None], format=MemoryReader, dimensions=dimensions)
         return opened - started, time.perf_counter() - opened
-    if piece.format in ("XTC", "TRR") and piece.offsets is None:
-        piece.offsets = scan_segment(piece.path).offsets
     reader = mdanalysis_reader(piece, info.h5md_group)
     try:
         with warnings.catch_warnings():

@@ -332,6 +332,13 @@ class Piece:
     skip: int = 0
     offsets: np.ndarray = None
 
+    def frame_offsets(self):
+        """XTC/TRR byte offset of each frame (one per frame, as MDAnalysis's readers take
+        them): rank 0's scan, or this file's own scan on first use (a part)."""
+        if self.offsets is None:
+            self.offsets = scan_segment(self.path).offsets
+        return self.offsets
+
 
 class MDAnalysisFrames:
     """Frames through MDAnalysis Universes, one frame at a time (the papers' way).
@@ -385,8 +392,6 @@ class MDAnalysisFrames:
         import MDAnalysis
 
         piece = self.pieces[number]
-        if piece.format in ("XTC", "TRR") and piece.offsets is None:  # a part: this rank scans it
-            piece.offsets = scan_segment(piece.path).offsets
         kwargs = {}
         reader = mdanalysis_reader(piece, self.h5md_group)
         if reader is not None:
@@ -433,13 +438,13 @@ _READER_CLASSES = {}
 def mdanalysis_reader(piece, h5md_group=None):
     """The MDAnalysis reader class for *piece*, or None for MDAnalysis's own choice.
 
-    XTC/TRR: a reader that takes the offsets rank 0 computed (nothing written beside the
-    file); H5MD with *h5md_group*: a reader of that particle group (MDAnalysis reads the
+    XTC/TRR: a reader that takes the offsets rank 0 computed, or that this rank scans for a
+    part (nothing written beside the file); H5MD with *h5md_group*: a reader of that particle group (MDAnalysis reads the
     first one). Each class has a format name of its own, so MDAnalysis's registry of readers
     is otherwise unchanged.
     """
-    if piece.format in ("XTC", "TRR") and piece.offsets is not None:
-        return _reader_with_offsets(piece.format, piece.offsets)
+    if piece.format in ("XTC", "TRR"):
+        return _reader_with_offsets(piece.format, piece.frame_offsets())
     if piece.format == "H5MD" and h5md_group is not None:
         if h5md_group not in _READER_CLASSES:
             _READER_CLASSES[h5md_group] = _h5md_reader(h5md_group)
