@@ -9,6 +9,7 @@ __version__ = "0.1.0"
 
 from .errors import H5mdToolError  # noqa: E402
 from .convert import convert  # noqa: E402
+from .append import append  # noqa: E402
 from .split import split  # noqa: E402
 from .bench import bench_rmsd  # noqa: E402
 from .bench_report import bench_report  # noqa: E402
@@ -16,5 +17,5 @@ from .info import info  # noqa: E402
 from .validate import validate, validate_file, validate_manifest  # noqa: E402
 from .compare import compare_with_source  # noqa: E402
 
-__all__ = ["__version__", "H5mdToolError", "bench_report", "bench_rmsd", "compare_with_source", "convert", "info",
+__all__ = ["__version__", "H5mdToolError", "append", "bench_report", "bench_rmsd", "compare_with_source", "convert", "info",
            "split", "validate", "validate_file", "validate_manifest"]

@@ -114,7 +114,7 @@ def _files_opened(info, source, local, plan, rank, engine):
 
 def _run_once(paths, topology, options, group, block_frames, compute_load, engine, comm):
     """One timed run on every rank: (RMSD rows on rank 0, this rank's record, info, plan, partition)."""
-    from .sources import load_decoders
+    from .formats import load_decoders
 
     clock = PhaseClock()
     if comm.rank == 0:

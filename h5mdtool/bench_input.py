@@ -1,11 +1,12 @@
 """What ``bench rmsd`` reads: one description of the input, made once on rank 0.
 
-:func:`inspect_input` looks at the input on rank 0 (an H5MD file, one or several
-XTC/TRR/DCD segments, or a split manifest or its directory) and returns an
-:class:`InputInfo` that is broadcast to every rank: frame and atom counts, XTC/TRR offsets,
-the parts of a split trajectory, the H5MD particle group and layout, and each file's size
-and modification time for the report. :func:`open_source` then opens, on every rank, the
-frame source of the chosen engine (:mod:`h5mdtool.frames`).
+:func:`inspect_input` looks at the input on rank 0 (an H5MD file, one or several segments
+of any format the reading stack reads, or a split manifest or its directory) and returns an
+:class:`InputInfo` that is broadcast to every rank: the scanned
+:class:`~h5mdtool.formats.TrajectoryIndex` (frames, atoms, steps, times, XTC/TRR offsets,
+the H5MD particle group), the parts of a split trajectory, the H5MD layout, and each file's
+size and modification time for the report. :func:`open_source` then opens, on every rank,
+the frame source of the chosen engine (:mod:`h5mdtool.frames`).
 """
 
 import os
@@ -14,20 +15,23 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import InputError, UsageError, mark_collective
-from .frames import (H5MDFrames, ManifestFrames, MDAnalysisFrames, Piece, TrajectoryFrames, checked_manifest,
-                     h5md_group)
+from .formats import TrajectoryIndex, detect_format, scan, scan_segment
+from .frames import (ManifestFrames, MDAnalysisFrames, Piece, TrajectoryFrames, checked_manifest, position_frames,
+                     position_times)
 from .manifest import MANIFEST_NAME, is_manifest
-from .sources import detect_format, scan
 
 
 @dataclass
 class InputInfo:
     """The input of one benchmark run, as rank 0 found it (picklable, broadcast).
 
+    Frames are numbered among those holding positions (:mod:`h5mdtool.frames`).
+
     Attributes
     ----------
     kind : {"H5MD", "split", "shared"}
-        One H5MD file, a split trajectory, or XTC/TRR/DCD file(s) read by every rank.
+        One H5MD file, a split trajectory, or segment file(s) of another format (or several
+        H5MD files) read by every rank.
     path : str
         The input as given (absolute; the manifest for a split trajectory; the first
         segment when there are several).
@@ -40,11 +44,14 @@ class InputInfo:
     chunk_frames : int
         Frames per H5MD chunk (1 otherwise).
     h5md_group : str or None
+        The H5MD particle group read (None: the first listed, for the parts of a split
+        trajectory).
     index : TrajectoryIndex or None
-        XTC/TRR/DCD segments with rank 0's offsets.
+        Rank 0's scan of the input (None for a split trajectory: each part is scanned by
+        the rank reading it).
     manifest : Manifest or None
     h5md : dict or None
-        Dataset facts for the bytes-read estimate (itemsize, compressed, stored bytes).
+        Dataset facts for the bytes-read estimate (itemsize, filtered, stored bytes).
     """
 
     kind: str
@@ -67,20 +74,31 @@ class InputInfo:
         return [part.start for part in self.manifest.parts] + [self.n_frames]
 
     def pieces(self):
-        """The files as :class:`~h5mdtool.frames.Piece` objects (frames engine, reference reads)."""
+        """The files as :class:`~h5mdtool.frames.Piece` objects (frames engine, files opened)."""
         if self.manifest is not None:
             return [Piece(part.path, self.manifest.format, part.start, part.stop) for part in self.manifest.parts]
-        if self.index is not None:
-            return [Piece(segment.path, segment.format, int(start), int(stop), segment.skip, segment.offsets)
-                    for segment, start, stop in zip(self.index.segments, self.index.starts[:-1], self.index.starts[1:])]
-        return [Piece(self.path, "H5MD", 0, self.n_frames)]
+        present = self.index.fields["positions"]
+        bounds = np.concatenate([[0], np.cumsum([present[a:b].sum() for a, b in
+                                                 zip(self.index.starts[:-1], self.index.starts[1:])])])
+        return [Piece(segment.path, segment.format, int(start), int(stop), segment.skip,
+                      None if segment.offsets is None else segment.offsets[:-1])
+                for segment, start, stop in zip(self.index.segments, bounds[:-1], bounds[1:])]
+
+    def locate(self, frame):
+        """The :class:`~h5mdtool.formats.TrajectoryIndex` holding *frame* and its frame number
+        there (a split trajectory's part is scanned for it)."""
+        if self.manifest is None:
+            return self.index, int(position_frames(self.index)[frame])
+        part = self.manifest.parts_for(frame, frame + 1)[0]
+        index = TrajectoryIndex([scan_segment(part.path, group=self.h5md_group)])
+        return index, int(position_frames(index)[frame - part.start])
 
     def bytes_read(self, frames, first_atom, last_atom, whole_frames=False):
         """Bytes of the input that reading *frames* takes (see docs/benchmark.md).
 
-        Exact for XTC/TRR (frame offsets) and DCD (fixed frame size); for H5MD the atom span
-        ``[first_atom, last_atom)`` of each frame, or the stored bytes of the chunks
-        touched when the dataset is compressed; for parts, the part's size times the
+        Exact for XTC/TRR (frame offsets) and formats of fixed frame size (DCD); for H5MD
+        the atom span ``[first_atom, last_atom)`` of each frame, or the stored bytes of the
+        chunks touched when the dataset is filtered; for parts, the part's size times the
         fraction of its frames read. *whole_frames*: the reader reads every atom (the
         frames engine): the file's size times the fraction of frames read.
         """
@@ -92,18 +110,16 @@ class InputInfo:
                                  for piece, size in zip(self.pieces(), (f["size"] for f in self.files)))))
         if self.kind == "H5MD":
             facts = self.h5md
-            if facts["compressed"]:
+            if facts["filtered"]:
                 chunks = len(np.unique(frames // self.chunk_frames))
                 return int(round(chunks * facts["stored_bytes"] / max(facts["n_chunks"], 1)))
             return int(len(frames) * (last_atom - first_atom) * 3 * facts["itemsize"])
+        numbers, local = self.index.locate(position_frames(self.index)[frames])
         total = 0
-        for piece, segment in zip(self.pieces(), self.index.segments):
-            mine = frames[(frames >= piece.start) & (frames < piece.stop)] - piece.start + piece.skip
-            if len(mine) == 0:
-                continue
-            if segment.offsets is not None:
-                ends = np.append(segment.offsets[1:], segment.size)
-                total += int((ends[mine] - segment.offsets[mine]).sum())
+        for number in np.unique(numbers):
+            segment, mine = self.index.segments[int(number)], local[numbers == number]
+            if segment.offsets is not None:  # frame starts, then the end of the last frame
+                total += int((segment.offsets[mine + 1] - segment.offsets[mine]).sum())
             else:
                 total += int(round(len(mine) * segment.size / segment.n_frames))
         return total
@@ -127,12 +143,13 @@ def manifest_path(path):
 
 
 def inspect_input(paths, group=None):
-    """Describe the input (rank 0): an H5MD file, XTC/TRR/DCD segments, or a split manifest.
+    """Describe the input (rank 0): an H5MD file, segments of one trajectory, or a split manifest.
 
     Parameters
     ----------
     paths : sequence of str
-        One H5MD file, a manifest (or its directory), or XTC/TRR/DCD segments in order.
+        One H5MD file, a manifest (or its directory), or the segments of one trajectory in
+        order (any format of :mod:`h5mdtool.formats`).
     group : str, optional
         H5MD particle group (default: the first listed, as MDAnalysis reads).
 
@@ -161,16 +178,19 @@ def inspect_input(paths, group=None):
         if not os.path.exists(path):
             raise InputError(f"{path}: no such file")
     formats = [detect_format(p) for p in paths]
+    if group is not None and any(f != "H5MD" for f in formats):
+        raise UsageError("--group chooses the particle group of H5MD files; this input is " + ", ".join(formats))
+    index = scan(paths, group=group)
+    if not index.has("positions"):
+        raise InputError(f"{paths[0]}: holds no positions")
+    n_frames = len(position_frames(index))
     if len(paths) == 1 and formats[0] == "H5MD":
-        return _inspect_h5md(paths[0], group)
-    if group is not None:
-        raise UsageError("--group chooses the particle group of one H5MD file; this input is " + ", ".join(formats))
-    index = scan(paths)
+        return _h5md_input(paths[0], index, n_frames)
     layout = {"layout": "single shared file" if len(paths) == 1 else f"{len(paths)} segments",
               "offsets": "scanned by rank 0 and broadcast"}
     return InputInfo(kind="shared", path=os.path.abspath(paths[0]), format=",".join(index.formats),
-                     n_frames=index.n_frames, n_atoms=index.n_atoms, files=[_stat(p) for p in paths],
-                     layout=layout, index=index)
+                     n_frames=n_frames, n_atoms=index.n_atoms, files=[_stat(p) for p in paths],
+                     layout=layout, h5md_group=group, index=index)
 
 
 def _inspect_manifest(path, group):
@@ -183,36 +203,36 @@ def _inspect_manifest(path, group):
                      layout=layout, h5md_group=group, manifest=manifest)
 
 
-def _inspect_h5md(path, group):
+def _h5md_input(path, index, n_frames):
+    """The :class:`InputInfo` of one H5MD file scanned into *index*: its layout from the
+    positions dataset's creation properties (read from metadata only)."""
     import h5py
 
+    from .lint import dataset_filters
+
+    segment = index.segments[0]
+    element = segment.details["elements"]["positions"]
+    chunks = element["chunks"]
+    chunk_frames = int(chunks[0]) if chunks else 1
     try:
         with h5py.File(path, "r") as handle:
-            name = h5md_group(path, handle, group)
-            value = handle["particles"][name]["position"]["value"]
-            if value.ndim != 3 or value.shape[2] != 3:
-                raise InputError(f"{path}: {value.name} has shape {value.shape}, not (frames, atoms, 3)")
-            chunks = value.chunks
-            n_frames = int(value.shape[0])
-            layout = {
-                "layout": "chunked" if chunks else "contiguous", "chunks": list(chunks) if chunks else None,
-                "compression": value.compression, "compression_opts": value.compression_opts,
-                "shuffle": bool(value.shuffle), "scaleoffset": value.scaleoffset, "dtype": str(value.dtype),
-                "particles_group": name,
-            }
-            chunk_frames = chunks[0] if chunks else 1
-            facts = {"itemsize": value.dtype.itemsize, "compressed": bool(value.compression or value.scaleoffset),
-                     "stored_bytes": int(value.id.get_storage_size()),
-                     "n_chunks": -(-n_frames // chunk_frames) if n_frames else 0}
-            n_atoms = int(value.shape[1])
-    except InputError:
-        raise
+            value = handle[element["path"]]
+            filters = [name for _, name in dataset_filters(value)]
+            shuffle, scaleoffset, stored = bool(value.shuffle), value.scaleoffset, int(value.id.get_storage_size())
     except (OSError, KeyError, ValueError, TypeError) as error:
         raise InputError(f"{path}: not a readable H5MD file ({str(error).splitlines()[0] if str(error) else type(error).__name__})") from None
-    if n_frames < 1:
-        raise InputError(f"{path}: position/value holds no frames")
-    return InputInfo(kind="H5MD", path=os.path.abspath(path), format="H5MD", n_frames=n_frames, n_atoms=n_atoms,
-                     files=[_stat(path)], layout=layout, chunk_frames=chunk_frames, h5md_group=name, h5md=facts)
+    dtype = np.dtype(element["dtype"])
+    layout = {
+        "layout": "chunked" if chunks else "contiguous", "chunks": list(chunks) if chunks else None,
+        "compression": element["compression"], "compression_opts": element["compression_opts"],
+        "shuffle": shuffle, "scaleoffset": scaleoffset, "filters": filters, "dtype": str(dtype),
+        "particles_group": segment.details["group"].split("/", 1)[1],
+    }
+    facts = {"itemsize": dtype.itemsize, "filtered": bool(filters), "stored_bytes": stored,
+             "n_chunks": -(-n_frames // chunk_frames)}
+    return InputInfo(kind="H5MD", path=os.path.abspath(path), format="H5MD", n_frames=n_frames,
+                     n_atoms=index.n_atoms, files=[_stat(path)], layout=layout, chunk_frames=chunk_frames,
+                     h5md_group=layout["particles_group"], index=index, h5md=facts)
 
 
 def open_source(info, atom_indices, block_frames, comm, engine, topology):
@@ -229,44 +249,37 @@ def open_source(info, atom_indices, block_frames, comm, engine, topology):
     engine : {"blocks", "frames"}
     topology : str
         Topology file (frames engine: every Universe parses it).
+
+    Raises
+    ------
+    InputError
+        The frames engine on a trajectory with frames that hold no positions (MDAnalysis
+        numbers those frames too; collective).
     """
     if engine == "frames":
+        if info.index is not None and not info.index.fields["positions"].all():
+            frame = int(np.flatnonzero(~info.index.fields["positions"])[0])
+            raise mark_collective(InputError(
+                f"{info.path}: frame {frame} holds no positions; the frames engine numbers frames as "
+                "MDAnalysis does, every frame of the file: use --engine blocks (frames holding positions)"))
         relative = os.path.dirname(info.manifest.path) if info.manifest is not None else None
         return MDAnalysisFrames(info.pieces(), topology, atom_indices, comm, info.n_atoms,
                                 h5md_group=info.h5md_group, relative_to=relative)
-    if info.kind == "H5MD":
-        return H5MDFrames(info.path, atom_indices, comm, block_frames, group=info.h5md_group)
     if info.kind == "split":
-        return ManifestFrames(info.manifest, atom_indices, block_frames)
-    return TrajectoryFrames(info.index, atom_indices, block_frames)
+        return ManifestFrames(info.manifest, atom_indices, block_frames, info.h5md_group)
+    return TrajectoryFrames(info.index, atom_indices, block_frames, comm)
 
 
 def frame_times(info):
-    """Time (ps) of every frame of the input (rank 0; for -b/-e/--dt)."""
-    from .frametimes import h5md_times, segment_times
-    from .sources import scan_segment
+    """Time (ps) of every frame of the input (rank 0; for -b/-e/--dt), from the scan.
 
-    if info.kind == "H5MD":
-        return h5md_times(info.path, info.h5md_group)
-    if info.kind == "split":
-        times = []
-        for part in info.manifest.parts:
-            if info.manifest.format == "H5MD":
-                import h5py
-
-                with h5py.File(part.path, "r") as handle:
-                    name = h5md_group(part.path, handle, info.h5md_group)
-                times.append(h5md_times(part.path, name))
-            else:
-                times.append(segment_times(scan_segment(part.path)))
-        return np.concatenate(times)
-    times = []
-    for segment in info.index.segments:
-        if segment.format == "H5MD":
-            times.append(h5md_times(segment.path, segment.h5md["group"].split("/", 1)[1])[segment.skip:])
-        else:
-            times.append(segment_times(segment)[segment.skip:])
-    return np.concatenate(times)
+    A split trajectory's parts are scanned one by one; parts that record no time count
+    their own frames from 0 ps, as MDAnalysis reading the part does.
+    """
+    if info.kind != "split":
+        return position_times(info.index)
+    return np.concatenate([position_times(TrajectoryIndex([scan_segment(part.path, group=info.h5md_group)]))
+                           for part in info.manifest.parts])
 
 
 def atom_count_error(topology, n_topology_atoms, info):

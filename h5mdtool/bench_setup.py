@@ -12,7 +12,8 @@ without MDAnalysis's selection machinery:
   frame; with ``--reference FILE``, the trajectory side is evaluated on its first frame
   (where a fresh MDAnalysis Universe stands) and the reference side on the file;
 - the weights (none, or masses divided by their mean, MDAnalysis's convention);
-- the reference coordinates, centred on the fit group's weighted centre;
+- the reference coordinates, centred on the fit group's weighted centre (the reference
+  frame read through the reading stack, :mod:`h5mdtool.formats`);
 - the frames, by number (``--start/--stop/--step``) or by time (``-b/-e/--dt``).
 
 The result, :class:`RmsdPlan`, is broadcast; rank 0 also reports how long each of its
@@ -174,39 +175,20 @@ def select_frames(n_frames, options, times):
 def _frame_universe(universe, info, frame):
     """Put the trajectory's *frame* (with its box) into *universe*; returns seconds to open, read.
 
-    XTC/TRR/DCD through MDAnalysis's readers (XTC/TRR with rank 0's offsets); H5MD frames
-    read with h5py (the chosen particle group, also where MDAnalysis's reader refuses the
-    file) and handed to MDAnalysis's MemoryReader.
+    The frame is read through the reading stack (:func:`h5mdtool.frames.read_frame`), any
+    format, the chosen H5MD particle group included, and handed to MDAnalysis's
+    MemoryReader. Opening is finding the file holding the frame (a part of a split
+    trajectory is scanned); rank 0 scanned every other input already.
     """
     from MDAnalysis.coordinates.memory import MemoryReader
 
-    from .frames import h5md_frame, mdanalysis_reader
+    from .frames import read_frame
 
-    piece = next(p for p in info.pieces() if p.start <= frame < p.stop)
-    local = frame - piece.start + piece.skip
     started = time.perf_counter()
-    if piece.format == "H5MD":
-        group = info.h5md_group
-        if group is None:  # the part of a split trajectory or a segment: its first group
-            import h5py
-
-            from .frames import h5md_group
-
-            with h5py.File(piece.path, "r") as handle:
-                group = h5md_group(piece.path, handle)
-        opened = time.perf_counter()
-        positions, dimensions = h5md_frame(piece.path, group, local)
-        universe.load_new(positions[None], format=MemoryReader, dimensions=dimensions)
-        return opened - started, time.perf_counter() - opened
-    reader = mdanalysis_reader(piece, info.h5md_group)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            universe.load_new(piece.path, **({"format": reader} if reader is not None else {}))
-    except Exception as error:  # noqa: BLE001 - MDAnalysis raises many types here
-        raise InputError(f"{piece.path}: MDAnalysis cannot read it ({error})") from None
+    index, number = info.locate(frame)
     opened = time.perf_counter()
-    universe.trajectory[local]
+    positions, dimensions = read_frame(index, number)
+    universe.load_new(positions[None], format=MemoryReader, dimensions=dimensions)
     return opened - started, time.perf_counter() - opened
 
 

@@ -3,7 +3,10 @@
 Each command lives in :mod:`h5mdtool.scripts` and only parses options, calls the library and
 prints. Errors derived from :class:`~h5mdtool.errors.H5mdToolError` become one
 ``error: ...`` line on standard error and the error's exit code (1, or 2 for usage errors);
-``--debug`` shows the traceback instead.
+``--debug`` shows the traceback instead. click's own usage errors (a missing option, a
+value of the wrong type) become one such line with exit code 2 too. :func:`main` installs
+the signal handling of :mod:`h5mdtool.interrupts`: SIGINT, SIGTERM and SIGHUP remove the
+temporaries, print ``error: interrupted`` and exit with 128 + the signal number.
 """
 
 import os
@@ -11,7 +14,7 @@ import sys
 
 import click
 
-from . import __version__
+from . import __version__, interrupts
 from .errors import H5mdToolError
 from .heap import keep_freed_heap
 from .mpi import debug_enabled
@@ -23,24 +26,61 @@ def _rank():
     return resolve().rank
 
 
+#: click >= 8.2 raises this to show the help of a group called without a command.
+_SHOW_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
+def _one_line(text):
+    return " ".join(str(text).split())
+
+
+def _usage_exit(error):
+    """Report a click usage error as one ``error:`` line (rank 0 only) and exit with 2."""
+    interrupts.settle()
+    hint = f" (see '{error.ctx.command_path} --help')" if error.ctx is not None else ""
+    if _rank() == 0:
+        click.echo(f"error: {_one_line(error.format_message()).rstrip('.')}{hint}", err=True)
+    sys.exit(2)
+
+
 class ErrorHandlingGroup(click.Group):
-    """Turns h5mdtool's errors into one line and an exit code, printed by rank 0 only."""
+    """Turns h5mdtool's and click's errors into one line and an exit code, printed by rank 0 only."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except _SHOW_HELP:
+            raise  # 'h5mdtool' alone shows the help
+        except click.UsageError as error:
+            _usage_exit(error)
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except H5mdToolError as error:
+            interrupts.settle()
             if debug_enabled():
                 raise
             if not error.collective or _rank() == 0:
                 click.echo(f"error: {error}", err=True)
             sys.exit(error.exit_code)
-        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
+        except BrokenPipeError:
+            stop_on_closed_output()
+        except _SHOW_HELP:
+            raise
+        except click.UsageError as error:
+            _usage_exit(error)
+        except click.ClickException as error:
+            interrupts.settle()
+            click.echo(f"error: {_one_line(error.format_message())}", err=True)
+            sys.exit(error.exit_code)
+        except (click.exceptions.Exit, click.Abort, SystemExit):
             raise
         except KeyboardInterrupt:
             click.echo("error: interrupted", err=True)
             sys.exit(130)
         except Exception as error:  # noqa: BLE001 - last resort: no traceback for users
+            interrupts.settle()
             if debug_enabled():
                 raise
             click.echo(
@@ -68,16 +108,45 @@ def cli(debug):
 
 
 def _register():
-    from .scripts import bench, convert, info, split, validate
+    from .scripts import bench, convert, info, split, topology, validate
 
-    for module in (convert, split, validate, info, bench):
+    for module in (convert, split, validate, info, bench, topology):
         cli.add_command(module.command)
 
 
 _register()
 
 
+#: Exit status when the reader of standard output went away (as a shell reports SIGPIPE).
+CLOSED_OUTPUT_STATUS = 128 + 13
+
+
+def stop_on_closed_output():
+    """End quietly when standard output was closed by its reader (``h5mdtool info FILE | head``).
+
+    As well-behaved command-line tools do: no message, no traceback, status 141 (what a
+    shell reports for SIGPIPE). Standard output is pointed at /dev/null first so that
+    Python's final flush does not fail again.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    sys.exit(CLOSED_OUTPUT_STATUS)
+
+
 def main(argv=None):
-    """Console-script entry point."""
+    """Console-script entry point (the only place that installs signal handlers)."""
     keep_freed_heap()
-    cli.main(args=argv, prog_name="h5mdtool")
+    interrupts.install()
+    try:
+        cli.main(args=argv, prog_name="h5mdtool", standalone_mode=True)
+    except SystemExit as ending:
+        try:
+            sys.stdout.flush()  # output still buffered: the reader may be gone by now
+        except BrokenPipeError:
+            stop_on_closed_output()
+        raise ending
+    finally:
+        interrupts.settle()  # a signal that arrived while finishing still ends the run as one

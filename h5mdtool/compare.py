@@ -1,7 +1,7 @@
 """Frame-by-frame comparison of an H5MD file (or split parts) with the trajectory it came from.
 
 Used by ``validate --against``. Both sides are read block by block through
-:class:`~h5mdtool.sources.TrajectoryReader`, in h5mdtool's units (nm, ps), so an H5MD file
+:class:`~h5mdtool.formats.TrajectoryReader`, in h5mdtool's units (nm, ps), so an H5MD file
 is compared as stored when its units are h5mdtool's and converted otherwise. Frames are
 divided among the ranks in balanced contiguous blocks; each rank reads only its frames and
 the differing frames are gathered on every rank.
@@ -18,14 +18,20 @@ bound):
 * box: within 1e-6 of the frame's largest edge entry (writers derive it from lengths and
   angles, which does not round-trip exactly).
 * step: exact. time: within float32 resolution (2**-23 relative), as many writers store it
-  in float32.
+  in float32; not compared when the file stores no ``time`` (H5MD allows it).
+* a NaN or an infinity on either side is always a difference, whatever the tolerance (even
+  NaN against NaN: a file that holds non-finite values must never pass as a good copy).
+
+The compared file's parts (a split trajectory) are scanned one by one and joined in the
+order given, without the overlap rules of a source's segments: parts of a trajectory whose
+steps are constant or restart are still one trajectory.
 """
 
 import numpy as np
 
 from .errors import H5mdToolError, InputError
 from .mpi import agree, balanced_slices, capture_errors, entry_point, root_call
-from .sources import TrajectoryIndex, TrajectoryReader, scan
+from .formats import TrajectoryIndex, TrajectoryReader, scan, scan_segment
 
 FIELDS = ("positions", "velocities", "forces")
 UNITS = {"positions": "nm", "velocities": "nm/ps", "forces": "kJ/(mol nm)", "edges": "nm"}
@@ -38,37 +44,59 @@ BOX_RELATIVE = 1e-6
 BLOCK_BYTES = 64 * 1024**2
 
 
-def _precision_nm(segment):
-    """Recorded ``precision`` of an H5MD segment's positions, in nm, or None."""
+def _precisions(segment):
+    """Recorded ``precision`` of an H5MD segment's fields, in h5mdtool units: {field: value}."""
     import h5py
 
+    found = {}
     try:
         with h5py.File(segment.path, "r") as handle:
-            precision = handle[segment.h5md["group"]]["position/value"].attrs.get("precision")
+            for field, element in segment.details["elements"].items():
+                precision = handle[element["path"]].attrs.get("precision")
+                if precision is not None and float(precision) > 0:
+                    found[field] = float(precision) * float(element["factor"])
     except Exception:  # noqa: BLE001 - no usable attribute: compare exactly
-        return None
-    if precision is None:
-        return None
-    try:
-        value = float(precision) * float(segment.h5md["factors"]["positions"])
-    except (TypeError, ValueError):
-        return None
-    return value if value > 0 else None
+        return {}
+    return found
 
 
 def _scan_copy(paths):
-    """Scan the compared file(s) and find what tolerances they need (rank 0)."""
-    index = scan(list(paths))
-    precisions = [p for p in (_precision_nm(s) for s in index.segments if s.format == "H5MD") if p]
-    return index, (max(precisions) if precisions else None)
+    """Scan the compared file(s) one by one, joined in order; find the tolerances they need (rank 0).
+
+    Returns
+    -------
+    (TrajectoryIndex, dict, bool)
+        The index, the lossy precision of each field in h5mdtool units, and whether every
+        part records times.
+
+    Raises
+    ------
+    InputError
+        If a file cannot be read or the files hold different numbers of atoms.
+    """
+    segments = [scan_segment(path) for path in paths]
+    first = segments[0]
+    for segment in segments[1:]:
+        if segment.n_atoms != first.n_atoms:
+            raise InputError(f"{segment.path} has {segment.n_atoms} atoms but {first.path} has {first.n_atoms}")
+    precisions = {}
+    for segment in segments:
+        if segment.format == "H5MD":
+            for field, value in _precisions(segment).items():
+                precisions[field] = max(value, precisions.get(field, 0.0))
+    return TrajectoryIndex(segments), precisions, all(s.time is not None for s in segments)
 
 
 def _converted(index):
     """True when reading *index* converts units (DCD Angstrom, H5MD in other units than h5mdtool's)."""
-    return any(
-        s.format == "DCD" or (s.format == "H5MD" and any(float(f) != 1.0 for f in s.h5md["factors"].values()))
-        for s in index.segments
-    )
+    def converts(segment):
+        if segment.format in ("XTC", "TRR"):
+            return False
+        if segment.format == "H5MD":
+            return any(float(e["factor"]) != 1.0 for e in segment.details["elements"].values())
+        return True  # DCD, NetCDF, LAMMPS, TRZ, GSD...: stored in other units than h5mdtool's
+
+    return any(converts(segment) for segment in index.segments)
 
 
 class Differences:
@@ -86,22 +114,33 @@ class Differences:
 
 
 def _beyond(mine, theirs, absolute, relative, per_frame=None):
-    """Boolean array: where ``|mine - theirs|`` exceeds the tolerance (NaN equals NaN)."""
+    """Boolean array: where ``|mine - theirs|`` exceeds the tolerance, or either side is not finite."""
     if absolute == 0 and relative == 0 and per_frame is None:
         bad = mine != theirs
     else:
         a, b = mine.astype(np.float64), theirs.astype(np.float64)
-        limit = absolute + relative * np.abs(b)
-        if per_frame is not None:
-            limit = limit + per_frame.reshape((-1,) + (1,) * (b.ndim - 1))
-        bad = np.abs(a - b) > limit
-    if bad.any():
-        bad &= ~(np.isnan(mine) & np.isnan(theirs))
+        with np.errstate(invalid="ignore", over="ignore"):
+            limit = absolute + relative * np.abs(b)
+            if per_frame is not None:
+                limit = limit + per_frame.reshape((-1,) + (1,) * (b.ndim - 1))
+            bad = np.abs(a - b) > limit
+    if mine.dtype.kind == "f" or theirs.dtype.kind == "f":
+        bad |= ~np.isfinite(mine)
+        bad |= ~np.isfinite(theirs)
     return bad
 
 
-def compare_block(mine, theirs, first_frame, tolerances, fields, box, found):
-    """Compare two filled FrameBlocks row by row; record differing frames in *found*."""
+def _values_text(mine, theirs, unit):
+    unit = f" {unit}" if unit else ""
+    return f"{mine:g} instead of {theirs:g}{unit}"
+
+
+def compare_block(mine, theirs, frames, tolerances, fields, box, found, compare_time=True):
+    """Compare two filled FrameBlocks row by row; record differing *frames* (one per row) in *found*.
+
+    A NaN or an infinity on either side is a difference whatever the tolerance. Time is
+    compared only when *compare_time* (the file stores times).
+    """
     n = theirs.n
     reasons = {}
 
@@ -111,33 +150,55 @@ def compare_block(mine, theirs, first_frame, tolerances, fields, box, found):
 
     step_bad = np.flatnonzero(mine.step[:n] != theirs.step[:n])
     note(step_bad, "step", lambda r: f"step {int(mine.step[r])} instead of {int(theirs.step[r])}")
-    time_bad = np.flatnonzero(np.abs(mine.time[:n] - theirs.time[:n]) > TIME_RELATIVE * np.abs(theirs.time[:n]) + 1e-12)
-    note(time_bad, "time", lambda r: f"time {mine.time[r]:g} ps instead of {theirs.time[r]:g}")
+    if compare_time:
+        a, b = mine.time[:n], theirs.time[:n]
+        with np.errstate(invalid="ignore", over="ignore"):
+            time_bad = np.abs(a - b) > TIME_RELATIVE * np.abs(b) + 1e-12
+        time_bad |= ~np.isfinite(a) | ~np.isfinite(b)
+        note(np.flatnonzero(time_bad), "time", lambda r: f"time {_values_text(a[r], b[r], 'ps')}")
     for field in fields:
         a, b = getattr(mine, field)[:n], getattr(theirs, field)[:n]
         absolute, relative, scaled = tolerances[field]
-        if absolute == 0 and relative == 0 and np.array_equal(a, b):
+        if absolute == 0 and relative == 0 and np.array_equal(a, b) and np.isfinite(b).all():
             continue
-        per_frame = scaled * np.abs(b).reshape(n, -1).max(axis=1) if scaled and b.size else None
+        with np.errstate(invalid="ignore", over="ignore"):
+            per_frame = scaled * np.abs(b).reshape(n, -1).max(axis=1) if scaled and b.size else None
         bad = _beyond(a, b, absolute, relative, per_frame)
         rows = np.flatnonzero(bad.reshape(n, -1).any(axis=1))
 
         def describe(row, field=field, a=a, b=b, bad=bad):
-            deviation = np.abs(a[row].astype(np.float64) - b[row])
+            atoms = int(bad[row].any(axis=1).sum())
+            mine_row, theirs_row = a[row].astype(np.float64), b[row].astype(np.float64)
+            nonfinite = bad[row] & ~(np.isfinite(mine_row) & np.isfinite(theirs_row))
+            if nonfinite.any():
+                atom, axis = (int(i) for i in np.argwhere(nonfinite)[0])
+                return (f"{field} differ at {atoms} atom(s), {_values_text(mine_row[atom, axis], theirs_row[atom, axis], UNITS[field])} "
+                        f"(atom {atom}; not finite)")
+            deviation = np.abs(mine_row - theirs_row)
             deviation[~bad[row]] = 0.0
             atom = int(np.unravel_index(int(np.argmax(deviation)), deviation.shape)[0])
-            return f"{field} differ at {int(bad[row].any(axis=1).sum())} atom(s), the most by {deviation.max():.3g} {UNITS[field]} (atom {atom})"
+            return f"{field} differ at {atoms} atom(s), the most by {deviation.max():.3g} {UNITS[field]} (atom {atom})"
 
         note(rows, field, describe)
     if box:
         a, b = mine.edges[:n], theirs.edges[:n]
-        scale = BOX_RELATIVE * np.abs(b).reshape(n, -1).max(axis=1)
+        with np.errstate(invalid="ignore", over="ignore"):
+            scale = BOX_RELATIVE * np.abs(b).reshape(n, -1).max(axis=1)
         absolute = tolerances["edges"]
         bad = _beyond(a, b, absolute, 0.0, scale if absolute == 0 else None)
         rows = np.flatnonzero(bad.reshape(n, -1).any(axis=1))
-        note(rows, "box", lambda r: f"box differs by {np.abs(a[r].astype(np.float64) - b[r]).max():.3g} nm")
+
+        def describe_box(row):
+            mine_row, theirs_row = a[row].astype(np.float64), b[row].astype(np.float64)
+            nonfinite = bad[row] & ~(np.isfinite(mine_row) & np.isfinite(theirs_row))
+            if nonfinite.any():
+                index = tuple(int(i) for i in np.argwhere(nonfinite)[0])
+                return f"box {_values_text(mine_row[index], theirs_row[index], 'nm')} (not finite)"
+            return f"box differs by {np.abs(mine_row - theirs_row).max():.3g} nm"
+
+        note(rows, "box", describe_box)
     for row in sorted(reasons):
-        found.add(first_frame + row, reasons[row])
+        found.add(int(frames[row]), reasons[row])
 
 
 @entry_point
@@ -149,7 +210,7 @@ def compare_with_source(paths, sources, *, comm=None, tolerance=None, limit=10, 
     paths : sequence of str
         The H5MD file, or the parts of a split trajectory in order (any format h5mdtool reads).
     sources : sequence of str or TrajectoryIndex
-        The source trajectory's segments, or their index from :func:`h5mdtool.sources.scan`.
+        The source trajectory's segments, or their index from :func:`h5mdtool.formats.scan`.
     tolerance : float, optional
         Absolute tolerance replacing the defaults for positions and box (nm), velocities
         (nm/ps) and forces (kJ/(mol nm)). Step is always exact.
@@ -166,7 +227,8 @@ def compare_with_source(paths, sources, *, comm=None, tolerance=None, limit=10, 
         ``n_frames``, ``n_atoms`` and ``source_n_frames``, ``source_n_atoms``;
         ``compared_frames`` (the common prefix), ``n_differing``, ``differing`` (the first
         frames, each with ``frame``, ``differs`` and a ``reason``), ``fields``,
-        ``box_compared``, ``box_mismatch`` (a message or None), ``tolerances``.
+        ``box_compared``, ``box_mismatch`` (a message or None), ``time_compared`` (False
+        when the file stores no time), ``tolerances``.
         The same on every rank.
 
     Raises
@@ -177,30 +239,29 @@ def compare_with_source(paths, sources, *, comm=None, tolerance=None, limit=10, 
     from .progress import progress_bar
 
     source_index = sources if isinstance(sources, TrajectoryIndex) else root_call(comm, scan, list(sources))
-    copy_index, precision = root_call(comm, _scan_copy, list(paths))
+    copy_index, precisions, compare_time = root_call(comm, _scan_copy, list(paths))
+    precision = precisions.get("positions")
     converted = _converted(copy_index) or _converted(source_index)
     result = {
         "n_frames": copy_index.n_frames, "n_atoms": copy_index.n_atoms,
         "source_n_frames": source_index.n_frames, "source_n_atoms": source_index.n_atoms,
         "compared_frames": 0, "n_differing": 0, "differing": [], "fields": [],
-        "box_compared": False, "box_mismatch": None, "n_ranks": comm.size,
+        "box_compared": False, "box_mismatch": None, "time_compared": compare_time, "n_ranks": comm.size,
     }
     if copy_index.n_atoms != source_index.n_atoms:
         return result
-    fields = ["positions"] + [
-        f for f in ("velocities", "forces")
-        if getattr(copy_index, f"has_{f}") and getattr(source_index, f"has_{f}")
-    ]
-    box = bool(copy_index.periodic and source_index.periodic)
-    if copy_index.periodic != source_index.periodic:
+    fields = ["positions"] + [f for f in ("velocities", "forces") if copy_index.has(f) and source_index.has(f)]
+    box = bool(copy_index.has("box") and source_index.has("box"))
+    if copy_index.has("box") != source_index.has("box"):
         result["box_mismatch"] = (
-            f"the file's box is {'periodic' if copy_index.periodic else 'not periodic'} but the "
-            f"source's is {'periodic' if source_index.periodic else 'not'}; boxes not compared"
+            f"the file {'has' if copy_index.has('box') else 'has no'} box but the source "
+            f"{'has one' if source_index.has('box') else 'has none'}; boxes not compared"
         )
     relative = CONVERSION_RELATIVE if converted else 0.0
     tolerances = {field: (0.0, relative, 0.0) for field in fields}
-    if precision:
-        tolerances["positions"] = (precision / 2, relative, 4 * TIME_RELATIVE)
+    for field, value in precisions.items():
+        if field in tolerances:
+            tolerances[field] = (value / 2, relative, 4 * TIME_RELATIVE)
     tolerances["edges"] = 0.0
     if tolerance is not None:
         tolerances = {field: (float(tolerance), 0.0, 0.0) for field in fields}
@@ -212,6 +273,7 @@ def compare_with_source(paths, sources, *, comm=None, tolerance=None, limit=10, 
             "positions_absolute_nm": tolerances["positions"][0],
             "relative": tolerances["positions"][1],
             "lossy_precision_nm": precision,
+            "lossy_precisions": precisions,
             "box": f"{tolerance} nm" if tolerance is not None else f"{BOX_RELATIVE} of the largest edge",
             "time_relative": TIME_RELATIVE,
         },
@@ -223,7 +285,7 @@ def compare_with_source(paths, sources, *, comm=None, tolerance=None, limit=10, 
     with capture_errors() as failure:
         try:
             _compare_range(copy_index, source_index, fields, box, tolerances, start, stop, capacity, found,
-                           progress_bar(n, "comparing", comm, enabled=progress), comm.size)
+                           progress_bar(n, "comparing", comm, enabled=progress), comm.size, compare_time)
         except H5mdToolError:
             raise
         except Exception as error:  # noqa: BLE001 - a damaged file must end every rank cleanly
@@ -236,12 +298,25 @@ def compare_with_source(paths, sources, *, comm=None, tolerance=None, limit=10, 
     return result
 
 
-def _compare_range(copy_index, source_index, fields, box, tolerances, start, stop, capacity, found, bar, n_ranks):
-    with TrajectoryReader(copy_index, None, fields) as copy, TrajectoryReader(source_index, None, fields) as source, bar:
-        mine, theirs = copy.new_block(capacity), source.new_block(capacity)
-        for first in range(start, stop, capacity):
-            frames = np.arange(first, min(stop, first + capacity))
-            copy.read(frames, mine)
-            source.read(frames, theirs)
-            compare_block(mine, theirs, first, tolerances, fields, box, found)
-            bar.update(len(frames) * n_ranks)
+def _compare_range(copy_index, source_index, fields, box, tolerances, start, stop, capacity, found, bar, n_ranks,
+                   compare_time):
+    """Compare frames ``[start, stop)``, element group by element group (fields sampled alike)."""
+    frames = np.arange(start, stop, dtype=np.int64)
+    wanted = list(fields) + (["box"] if box else [])
+    for name in fields:
+        held = copy_index.fields[name][frames], source_index.fields[name][frames]
+        for frame in frames[held[0] != held[1]]:
+            where = "the file" if held[1][frame - start] else "the source"
+            found.add(frame, {name: f"{name} present in {where} only"})
+    with TrajectoryReader(copy_index, finite=False) as copy, TrajectoryReader(source_index, finite=False) as source, bar:
+        for group_fields, group_frames in source_index.element_groups(frames, wanted):
+            atom_fields = [name for name in group_fields if name != "box"]
+            group_frames = group_frames[copy_index.fields[atom_fields[0]][group_frames]]
+            mine, theirs = copy.new_block(capacity, group_fields), source.new_block(capacity, group_fields)
+            for first in range(0, len(group_frames), capacity):
+                block_frames = group_frames[first:first + capacity]
+                copy.read(block_frames, mine, group_fields)
+                source.read(block_frames, theirs, group_fields)
+                compare_block(mine, theirs, block_frames, tolerances, atom_fields, "box" in group_fields, found,
+                              compare_time)
+        bar.update(len(frames) * n_ranks)

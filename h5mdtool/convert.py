@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import layout as h5md
-from .errors import InputError, UsageError, mark_collective
+from .errors import InputError, OutputError, UsageError
+from .formats.base import reason
+from .formats import check_trajectory, load_decoders, scan, select_frames
+from .layout import Layout
 from .mpi import (
-    RowWriter,
     abort_unless_collective,
     agree,
     capture_errors,
@@ -31,7 +32,9 @@ from .outputs import check_output_file, lfs_setstripe, preallocate, publish, rem
 from .progress import progress_bar
 from .provenance import base_record
 from .testhooks import delay
-from .sources import load_decoders, scan, select_frames
+from .topology import (carries_topology, load_topology, pick_atoms, read_atom_indices,  # noqa: F401 - bench imports
+                       select_atoms, write_topology)
+from .writer import LIBVER, TrajectoryWriter, write_h5md_metadata, write_provenance
 
 #: Default memory for one block of frames, in bytes; each rank holds two blocks (one being
 #: decoded while the other is written).
@@ -46,117 +49,124 @@ class ConvertPlan:
     layout: object
     frames: range
     atom_indices: np.ndarray
-    fields: tuple
+    groups: list
     temporary: str
     output: str
     provenance: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+    topology: str = None
+    #: Per group, stored rows written before the frames (``--append``), or None.
+    lead: list = None
 
     @property
     def n_frames(self):
-        return len(self.frames)
+        """Frames of the positions written."""
+        return len(self.groups[0][1])
+
+    @property
+    def fields(self):
+        """Every field written, positions first."""
+        return tuple(name for fields, _ in self.groups for name in fields)
 
     @property
     def n_atoms(self):
         return self.index.n_atoms if self.atom_indices is None else len(self.atom_indices)
 
 
-def load_topology(topology):
-    """An MDAnalysis Universe of *topology* alone.
-
-    Raises
-    ------
-    InputError
-        If the file is missing or MDAnalysis cannot read it.
-    """
-    import warnings
-
-    import MDAnalysis
-
-    if not os.path.isfile(topology):
-        raise InputError(f"{topology}: no such topology file")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return MDAnalysis.Universe(topology)
-    except Exception as error:  # noqa: BLE001 - MDAnalysis raises many types here
-        raise InputError(f"{topology}: cannot read topology ({error})") from None
-
-
-def pick_atoms(universe, selection, topology):
-    """Indices of the atoms of *universe* matched by *selection*.
-
-    Raises
-    ------
-    InputError
-        If the selection is invalid or matches nothing.
-    """
-    try:
-        group = universe.select_atoms(selection)
-    except Exception as error:  # noqa: BLE001
-        raise InputError(f"invalid selection {selection!r}: {error}") from None
-    if len(group) == 0:
-        raise InputError(f"selection {selection!r} matches no atom of {topology}")
-    return np.asarray(group.indices, dtype=np.int64)
-
-
-def select_atoms(topology, selection, n_atoms):
-    """Atom indices picked by an MDAnalysis *selection* on *topology* (None for all atoms).
-
-    Raises
-    ------
-    UsageError
-        If a selection is given without a topology.
-    InputError
-        If the topology cannot be read, does not match the trajectory's atom count, or the
-        selection is invalid or matches nothing.
-    """
-    if selection is None and topology is None:
-        return None
-    if topology is None:
-        raise UsageError("--select needs --topology FILE to know the atoms' names")
-    universe = load_topology(topology)
-    if len(universe.atoms) != n_atoms:
-        raise InputError(
-            f"{topology} has {len(universe.atoms)} atoms but the trajectory has {n_atoms}"
+def _notes(index, frames, groups, fields_asked):
+    """What the user must know about how the data were kept: drops, own sampling, boxes."""
+    notes = []
+    for segment in index.segments:
+        if segment.skip:
+            whole = " (the whole segment)" if segment.skip == segment.n_frames else ""
+            notes.append(f"{segment.path}: dropped its first {segment.skip} frame(s){whole}: their "
+                         "steps are already in the previous segment (--on-overlap drop)")
+        if segment.dropped:
+            d = segment.dropped
+            notes.append(f"{segment.path}: left out the incomplete frame {d['frame']} ({d['bytes']} byte(s) "
+                         f"from byte {d['first_byte']}; --on-truncated drop)")
+    n_records = len(frames)
+    for name in ("velocities", "forces"):
+        if name in index.fields and name not in fields_asked and index.fields[name][frames].any():
+            notes.append(f"{name} not written (--no-{name})")
+    position_frames = groups[0][1]
+    for group_fields, group_frames in groups[1:]:
+        notes.append(
+            f"{' and '.join(group_fields)} saved at {len(group_frames)} of {n_records} frame(s), not at the "
+            "positions' frames: written with their own step and time (valid H5MD; MDAnalysis's H5MDReader "
+            "reads every element at the positions' frame index, so read them with h5py, or convert with "
+            f"--no-{group_fields[0]} for MDAnalysis)"
         )
-    return None if selection is None else pick_atoms(universe, selection, topology)
+    if len(position_frames) < n_records:
+        notes.append(f"positions saved at {len(position_frames)} of {n_records} frame(s): the others are "
+                     "kept only in the elements that hold them")
+    box = index.fields.get("box")
+    if box is not None and "box" in groups[0][0]:
+        missing = int((~box[position_frames]).sum())
+        if missing:
+            notes.append(f"{missing} frame(s) without a box are stored with zero edges "
+                         "(the XTC/TRR convention, read by MDAnalysis as no box)")
+    for segment in index.segments:
+        if segment.details.get("time_recorded") is False:
+            notes.append(f"{segment.path} records no time: its times are MDAnalysis's default for the format "
+                         "(1 ps per frame), as MDAnalysis reads it")
+    if index.time is None:
+        notes.append("the input records no time, so none is written (MDAnalysis 2.11's H5MDReader cannot "
+                     "open H5MD files without time, the input included)")
+    if index.dtype == "float64":
+        notes.append("per-atom values kept in double precision, as the input stores them")
+    return notes
 
 
-def _plan(comm, inputs, output, *, topology, select, start, stop, step, velocities, forces,
-          on_overlap, force, layout, command):
-    """Rank 0: check the output, scan inputs, select atoms and frames."""
+def _plan(comm, inputs, output, *, topology, select, atom_indices_file, start, stop, step, velocities, forces,
+          on_overlap, on_truncated, format, group, force, layout, command):
+    """Rank 0: check the output, scan inputs, select atoms and frames, group the elements."""
     check_output_file(output, inputs, force)
-    index = scan(inputs, on_overlap=on_overlap)
-    frames = select_frames(index.n_frames, start, stop, step)
-    if not index.segments[0].has_positions:
-        raise InputError(f"{inputs[0]}: the first frame has no positions; h5mdtool needs them")
-    atom_indices = select_atoms(topology, select, index.n_atoms)
+    index = scan(inputs, on_overlap=on_overlap, format=format, on_truncated=on_truncated, group=group)
+    layout.resolve_precision(index)
+    selected = select_frames(index.n_frames, start, stop, step)
+    frames = np.arange(selected.start, selected.stop, selected.step, dtype=np.int64)
+    check_trajectory(index, frames)
+    if not index.has("positions") or not index.fields["positions"][frames].any():
+        raise InputError("no selected frame holds positions; h5mdtool writes trajectories of positions")
+    if select is not None and atom_indices_file is not None:
+        raise UsageError("give the atoms with --select or with --atom-indices, not both")
+    if (select is not None or atom_indices_file is not None) and topology is None and len(inputs) == 1 \
+            and index.formats == ["H5MD"] and carries_topology(inputs[0]):
+        topology = inputs[0]  # the input carries its own topology: rewrite it for the atoms kept
+    _, atom_indices = select_atoms(topology, select, index.n_atoms)
+    if atom_indices_file is not None:
+        atom_indices = read_atom_indices(atom_indices_file, index.n_atoms)
     fields = ["positions"]
-    if velocities and index.has_velocities:
+    if velocities and index.has("velocities") and index.fields["velocities"][frames].any():
         fields.append("velocities")
-    if forces and index.has_forces:
+    if forces and index.has("forces") and index.fields["forces"][frames].any():
         fields.append("forces")
+    if index.has("box") and index.fields["box"][frames].any():
+        fields.append("box")
+    groups = index.element_groups(frames, fields)
+    notes = _notes(index, frames, groups, fields)
     record = base_record(comm, command)
     record.update(
-        inputs=[segment.describe() for segment in index.segments],
-        selection={"topology": topology, "select": select, "n_atoms": None if atom_indices is None else len(atom_indices)},
-        frames={"start": frames.start, "stop": frames.stop, "step": frames.step, "n_frames": len(frames)},
+        inputs=index.describe(),
+        selection={"topology": topology, "select": select, "atom_indices_file": atom_indices_file,
+                   "n_atoms": None if atom_indices is None else len(atom_indices)},
+        frames={"start": selected.start, "stop": selected.stop, "step": selected.step, "n_frames": len(frames)},
         fields=fields,
-        hdf5_libver=list(h5md.LIBVER),
+        elements=[{"fields": list(f), "n_frames": len(fr)} for f, fr in groups],
+        boundary=index.boundary,
+        hdf5_libver=list(LIBVER),
         on_overlap=on_overlap,
+        on_truncated=on_truncated,
+        notes=notes,
     )
     n_atoms = index.n_atoms if atom_indices is None else len(atom_indices)
-    layout.plan_chunks(len(frames), n_atoms)
+    layout.plan_chunks(len(groups[0][1]), n_atoms)
     record["layout"] = layout.describe()
     return ConvertPlan(
-        index=index,
-        layout=layout,
-        frames=frames,
-        atom_indices=atom_indices,
-        fields=tuple(fields),
-        temporary=temporary_name(output),
-        output=os.path.abspath(output),
-        provenance=record,
+        index=index, layout=layout, frames=selected, atom_indices=atom_indices, groups=groups,
+        temporary=temporary_name(output), output=os.path.abspath(output), provenance=record, notes=notes,
+        topology=topology,
     )
 
 
@@ -164,21 +174,6 @@ def block_capacity(chunk_frames, frame_bytes, block_bytes):
     """Frames per block: a whole number of chunks within *block_bytes* (at least one chunk)."""
     chunks = max(1, int(block_bytes) // max(1, chunk_frames * frame_bytes))
     return chunks * chunk_frames
-
-
-def _check_steps(block, previous_step, first_frame):
-    """Raise unless the steps of *block* increase strictly and follow *previous_step*."""
-    steps = block.step[: block.n]
-    if previous_step is not None:
-        steps = np.concatenate([[previous_step], steps])
-        first_frame -= 1
-    backwards = np.flatnonzero(steps[1:] <= steps[:-1])
-    if len(backwards):
-        at = int(backwards[0])
-        raise InputError(
-            f"steps must increase through the trajectory, but output frame {first_frame + at + 1} "
-            f"has step {int(steps[at + 1])} after step {int(steps[at])}"
-        )
 
 
 def _frames_in_round(slices, capacity, number):
@@ -189,110 +184,125 @@ def _frames_in_round(slices, capacity, number):
     )
 
 
-def _write_frames(h5file, plan, layout, comm, bar, block_bytes):
-    """Collective: create the datasets and let every rank write its frames."""
-    from .sources import TrajectoryReader
+def _write_group(writer, number, plan, reader, comm, bar, block_bytes, row_offset=0):
+    """Collective: every rank writes its balanced share of whole chunks of one element group.
 
-    datasets = h5md.create_trajectory(
-        h5file, plan.n_frames, plan.n_atoms, plan.fields, plan.index.periodic, layout
-    )
-    chunk = 1 if layout.contiguous else layout.chunk_shape(plan.n_frames, plan.n_atoms)[0]
-    slices = chunk_aligned_slices(plan.n_frames, chunk, comm.size)
-    frame_bytes = plan.n_atoms * 3 * 4 * len(plan.fields)
+    The group's first rows may be *lead* rows, stored values given by the plan (``--append``
+    rewrites the last, partial chunk of the file it extends); the frames follow them. Rows
+    are written from dataset row *row_offset* on (a multiple of the chunk rows).
+    """
+    fields, frames = plan.groups[number]
+    lead = plan.lead[number] if plan.lead else None
+    n_lead = 0 if lead is None else len(lead["step"])
+    atom_fields = [name for name in fields if name != "box"]
+    encodings = {name: plan.layout.encoding(name, plan.index.dtype) for name in atom_fields}
+    chunk = writer.chunk_frames(number)
+    slices = chunk_aligned_slices(n_lead + len(frames), chunk, comm.size)
+    frame_bytes = plan.n_atoms * 3 * sum(np.dtype(e.dtype).itemsize for e in encodings.values())
     capacity = block_capacity(chunk, frame_bytes, block_bytes)
     rounds = max(-(-(stop - begin) // capacity) for begin, stop in slices)
     begin, stop = slices[comm.rank]
-    writer = RowWriter(comm)
-    first_step = last_step = None
 
-    def bounds(number):
-        first = begin + number * capacity
-        return first, min(stop, first + capacity)
-
-    def load(number, block):
-        """Decode the frames of one round (in the prefetch thread; no MPI calls here)."""
-        first, last = bounds(number)
+    def load(round_number, block):
+        """Decode and encode the frames of one round (in the prefetch thread; no MPI calls)."""
+        first = begin + round_number * capacity
+        last = min(stop, first + capacity)
         block.n = 0
-        if first < last:
-            reader.read(np.asarray(plan.frames[first:last], dtype=np.int64), block)
-            if layout.precision is not None:
-                layout.quantize(block.positions[: block.n])
-        return block
+        if max(first, n_lead) < last:
+            reader.read(frames[max(first, n_lead) - n_lead:last - n_lead], block, fields)
+        arrays = {name: encodings[name].encode(block.view(name)) for name in atom_fields}
+        if "box" in fields:
+            arrays["edges"] = block.edges[: block.n]
+        if first < min(last, n_lead):  # stored rows: already encoded
+            rows = slice(first, min(last, n_lead))
+            arrays = {name: np.concatenate([lead[name][rows], values]) for name, values in arrays.items()}
+        return arrays
 
     # Decoding the next block overlaps writing the current one: HDF5 writes release the
     # GIL, so the two take about as long as the slower of them instead of their sum.
-    with TrajectoryReader(plan.index, plan.atom_indices, plan.fields) as reader, \
-            ThreadPoolExecutor(max_workers=1) as prefetch:
+    with ThreadPoolExecutor(max_workers=1) as prefetch:
         size = min(capacity, max(1, stop - begin))
-        blocks = [reader.new_block(size), reader.new_block(size)]
+        blocks = [reader.new_block(size, fields), reader.new_block(size, fields)]
         pending = prefetch.submit(load, 0, blocks[0])
-        for number in range(rounds):
-            first, _ = bounds(number)
+        for round_number in range(rounds):
             with capture_errors() as failure:
-                block = pending.result()
-                if block.n:
-                    _check_steps(block, last_step, first)
-                    first_step = int(block.step[0]) if first_step is None else first_step
-                    last_step = int(block.step[block.n - 1])
+                arrays = pending.result()
             agree(comm, failure[0])
-            if number + 1 < rounds:
-                pending = prefetch.submit(load, number + 1, blocks[(number + 1) % 2])
-            for name, dataset in datasets.items():
-                writer.write(dataset, first, block.view(name))
+            if round_number + 1 < rounds:
+                pending = prefetch.submit(load, round_number + 1, blocks[(round_number + 1) % 2])
+            writer.write(number, row_offset + begin + round_number * capacity, arrays)
             delay("convert-round", comm.rank)
-            bar.update(_frames_in_round(slices, capacity, number))
-    _check_rank_boundaries(comm, (first_step, last_step), slices)
+            bar.update(_frames_in_round(slices, capacity, round_number))
+    steps = plan.index.step[frames]
+    time_values = None if plan.index.time is None else plan.index.time[frames]
+    if lead is not None:
+        steps = np.concatenate([lead["step"], steps])
+        time_values = None if time_values is None else np.concatenate([lead["time"], time_values])
+    writer.write_series(number, steps, time_values, row_offset)
 
 
-def _check_rank_boundaries(comm, edges, slices):
-    """Steps must also increase from the last frame of one rank to the first of the next."""
-    last_step = None
-    for rank, (first, last) in enumerate(comm.allgather(edges)):
-        if first is None:
-            continue
-        if last_step is not None and first <= last_step:
-            raise mark_collective(InputError(
-                f"steps must increase through the trajectory, but output frame "
-                f"{slices[rank][0]} has step {first} after step {last_step}"
-            ))
-        last_step = last
-
-
-def _carry_over(plan):
+def _carry_over(plan, author):
     """Rank 0, H5MD input only: copy what convert did not rewrite (see :mod:`.relayout`)."""
-    sources = [s for s in plan.index.segments if s.format == "H5MD"]
-    if len(sources) != 1 or len(plan.index.segments) != 1:
+    segments = plan.index.segments
+    if len(segments) != 1 or segments[0].format != "H5MD":
         return None
     from .relayout import carry_over
 
-    source = sources[0]
+    source = segments[0]
     frames = plan.frames
-    selected = plan.atom_indices is not None or (frames.start, frames.stop, frames.step) != (0, source.n_frames, 1)
-    return carry_over(source.path, plan.temporary, source.h5md["group"], selected)
+    every_frame = (frames.start, frames.stop, frames.step) == (0, plan.index.n_frames, 1) and not source.skip
+    steps = None if every_frame else plan.index.step[np.arange(frames.start, frames.stop, frames.step)]
+    return carry_over(source.path, plan.temporary, source.details["group"], steps=steps,
+                      atoms=plan.atom_indices, n_atoms=plan.index.n_atoms, keep_author=author is not None,
+                      layout=plan.layout)
 
 
-def write_h5md_file(path, plan, layout, *, comm, bar, block_bytes=DEFAULT_BLOCK_BYTES, author=None):
+def write_h5md_file(path, plan, *, comm, bar, block_bytes=DEFAULT_BLOCK_BYTES, author=None, label=None):
     """Write the frames of *plan* into a new H5MD file at *path* (collective).
 
     Every rank of *comm* writes its balanced share; pass a :class:`~h5mdtool.mpi.SerialComm`
     to write a whole file from one process (as split does for its parts). On failure the
     file is closed and removed, and the error re-raised (or the job aborted when only this
-    rank failed).
+    rank failed). Messages name *label* (the final output) instead of the temporary *path*.
     """
+    from .formats import TrajectoryReader
+
+    layout = plan.layout
     # Every write covers whole chunks (blocks are chunk-aligned), so HDF5's chunk cache would
     # only copy each chunk once more before writing it: without it, chunks go straight from
     # the block to the file (0.3 s less CPU for the 600x trajectory, serial).
-    h5file = open_h5(path, "w", comm, hints=layout.mpi_hints(), libver=h5md.LIBVER, rdcc_nbytes=0,
-                     **layout.file_options())
+    label = label or path
     try:
-        h5md.write_h5md_metadata(h5file, plan.provenance["h5mdtool_version"], author)
-        h5md.write_provenance(h5file, plan.provenance)
+        h5file = open_h5(path, "w", comm, hints=layout.mpi_hints(), libver=LIBVER, rdcc_nbytes=0,
+                         **layout.file_options())
+    except OSError as error:
+        raise OutputError(f"{label}: cannot be created ({reason(error).replace(path, label)})") from None
+    try:
+        write_h5md_metadata(h5file, plan.provenance["h5mdtool_version"], author)
+        write_provenance(h5file, plan.provenance)
+        element_sizes = [(fields, len(frames) + (0 if not plan.lead or plan.lead[number] is None
+                                                  else len(plan.lead[number]["step"])))
+                         for number, (fields, frames) in enumerate(plan.groups)]
+        writer = TrajectoryWriter(h5file, element_sizes, plan.n_atoms, plan.index.boundary, layout,
+                                  plan.index.dtype, plan.index.time is not None, comm)
         if not layout.filtered:
             # the per-atom data alone is a lower bound of the finished file's size
+            itemsize = np.dtype(plan.index.dtype).itemsize
+            data = sum(n * plan.n_atoms * 3 * itemsize * len([f for f in fields if f != "box"])
+                       for fields, n in element_sizes)
             if comm.rank == 0:
-                preallocate(path, plan.n_frames * plan.n_atoms * 3 * 4 * len(plan.fields))
+                preallocate(path, data)
             comm.Barrier()
-        _write_frames(h5file, plan, layout, comm, bar, block_bytes)
+        with TrajectoryReader(plan.index, plan.atom_indices) as reader:
+            for number in range(len(plan.groups)):
+                _write_group(writer, number, plan, reader, comm, bar, block_bytes)
+    except OSError as error:  # HDF5 failing to write (a full disk...): say so of the output, not the temporary
+        failure = OutputError(f"{label}: cannot be written ({reason(error).replace(path, label)})")
+        abort_unless_collective(comm, failure)
+        h5file.close()
+        if comm.rank == 0:
+            remove_quietly(path)
+        raise failure from None
     except BaseException as error:
         abort_unless_collective(comm, error)
         h5file.close()
@@ -303,12 +313,22 @@ def write_h5md_file(path, plan, layout, *, comm, bar, block_bytes=DEFAULT_BLOCK_
 
 
 @entry_point
-def convert(inputs, output, *, comm=None, topology=None, select=None, start=None, stop=None,
-            step=None, velocities=True, forces=True, on_overlap="error", chunk_frames=1,
-            contiguous=False, compression="none", compression_level=None, shuffle=None,
-            precision=None, stripe_count=None, stripe_size=None, force=False, progress=None,
-            block_bytes=DEFAULT_BLOCK_BYTES, author=None, command=None):
+def convert(inputs, output, *, comm=None, topology=None, select=None, atom_indices_file=None, start=None, stop=None,
+            step=None, velocities=True, forces=True, on_overlap="error", on_truncated="error",
+            format=None, group=None, chunk_frames=1, contiguous=False, compression="auto",
+            compression_level=None, shuffle=None, precision=None, velocity_precision=None,
+            force_precision=None, stripe_count=None, stripe_size=None, force=False, progress=None,
+            block_bytes=DEFAULT_BLOCK_BYTES,
+            author=None, command=None):
     """Convert XTC, TRR, DCD or H5MD trajectory segments into one H5MD 1.1 file.
+
+    What is guaranteed: XTC and TRR positions, velocities and forces are stored bit for bit
+    as decoded (float32 nm, or float64 for double-precision TRR); DCD positions within half a
+    unit in the last place of the nm value (float32 Angstrom converted); with ``precision=Q``
+    positions within Q/2 (plus the float32 rounding of the value read); steps and times as
+    the inputs record them. Velocities, forces and boxes are written wherever a frame holds
+    them, each element with its own step and time when sampled at other frames than the
+    positions. Anything else is an error, or a note in the summary saying what was left out.
 
     Parameters
     ----------
@@ -319,16 +339,29 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, start=None
     comm : mpi4py communicator, optional
         Resolved by :func:`h5mdtool.mpi.resolve`; runs serially without MPI.
     topology, select : str, optional
-        Write only the atoms matched by the MDAnalysis selection *select* in *topology*.
+        Write only the atoms matched by the MDAnalysis selection *select* in *topology*; the
+        topology of the atoms written is stored in the file (``h5mdtool topology`` reads it).
+    atom_indices_file : str, optional
+        Write only the atoms listed (0-based, increasing) in this text file, as mdconvert's ``-a``.
     start, stop, step : int, optional
         Frame selection with Python slice semantics over the whole trajectory.
     velocities, forces : bool
-        Write TRR velocities and forces when present (default True).
+        Write velocities and forces where frames hold them (default True).
     on_overlap : {"error", "drop"}
         Segments whose steps overlap are refused, or the repeated frames are dropped.
+    on_truncated : {"error", "drop"}
+        An incomplete last frame (a crashed run) is refused, or left out.
+    format : str, optional
+        Input format for every file (XTC, TRR, DCD, H5MD), overriding the extensions.
+    group : str, optional
+        H5MD input: the particle group to read (default: the first, as MDAnalysis reads).
     chunk_frames, contiguous, compression, compression_level, shuffle, precision : see :class:`~h5mdtool.layout.Layout`
         ``chunk_frames="auto"`` plans the chunk size; ``precision`` (nm) stores positions
-        lossily with HDF5's scale-offset filter, error at most ``precision / 2``.
+        as integers on a decimal grid, error at most ``precision / 2``; ``"xtc"`` keeps the
+        XTC inputs' own grid exactly.
+    velocity_precision, force_precision : float, optional
+        Lossy velocities (nm/ps) and forces (kJ/(mol nm)), error at most half of it; lossless
+        by default.
     stripe_count, stripe_size : int or str, optional
         Lustre striping: MPI-IO hints at creation and ``lfs setstripe`` when available.
     force : bool
@@ -345,7 +378,8 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, start=None
     Returns
     -------
     dict
-        Summary: output, frames, atoms, fields, layout, ranks, seconds, throughput, bytes.
+        Summary: output, frames, atoms, fields, elements, notes, layout, ranks, seconds,
+        throughput, bytes.
 
     Raises
     ------
@@ -353,7 +387,7 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, start=None
         Invalid options (exit code 2 on the command line).
     InputError
         Missing, empty, truncated or corrupt inputs; atom counts that differ; overlapping
-        segments; steps that do not increase.
+        segments; steps that do not increase; non-finite values.
     OutputError
         Existing output without *force*, output among the inputs, unwritable directory.
     """
@@ -361,18 +395,21 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, start=None
     inputs = [os.fspath(p) for p in ([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)]
     output = os.fspath(output)
     layout = root_call(
-        comm, h5md.Layout, chunk_frames=chunk_frames, contiguous=contiguous,
+        comm, Layout, chunk_frames=chunk_frames, contiguous=contiguous,
         compression=compression, compression_level=compression_level, shuffle=shuffle,
-        precision=precision, stripe_count=stripe_count, stripe_size=stripe_size,
+        precision=precision, velocity_precision=velocity_precision, force_precision=force_precision,
+        stripe_count=stripe_count, stripe_size=stripe_size,
     )
     root_call(comm, layout.check_parallel, comm.size)
     require_parallel_h5py(comm)
     if comm.rank != 0:
-        load_decoders(inputs)
+        load_decoders(inputs, format)
     plan = root_call(
-        comm, _plan, comm, inputs, output, topology=topology, select=select, start=start,
+        comm, _plan, comm, inputs, output, topology=topology, select=select,
+        atom_indices_file=atom_indices_file, start=start,
         stop=stop, step=step, velocities=velocities, forces=forces, on_overlap=on_overlap,
-        force=force, layout=layout, command=command,
+        on_truncated=on_truncated, format=format, group=group, force=force, layout=layout,
+        command=command,
     )
     layout = plan.layout
     plan.provenance["stripe_applied"] = root_call(
@@ -380,15 +417,12 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, start=None
     )
     plan.provenance["mpi_io_hints"] = layout.mpi_hints() if comm.size > 1 else {}
     comm.Barrier()
+    total = sum(len(frames) for _, frames in plan.groups)
     with cleanup_on_abort(lambda: remove_quietly(plan.temporary)):
-        with progress_bar(plan.n_frames, "convert", comm, enabled=progress) as bar:
-            write_h5md_file(plan.temporary, plan, layout, comm=comm, bar=bar,
-                            block_bytes=block_bytes, author=author)
-        relayout = None
-        if comm.rank == 0:
-            relayout = _carry_over(plan)
-            publish(plan.temporary, plan.output)
-        comm.Barrier()
+        with progress_bar(total, "convert", comm, enabled=progress) as bar:
+            write_h5md_file(plan.temporary, plan, comm=comm, bar=bar, block_bytes=block_bytes, author=author,
+                            label=plan.output)
+        relayout, topology_written = root_call(comm, _finish, plan, author)
     seconds = time.perf_counter() - started
     size = os.path.getsize(plan.output) if comm.rank == 0 else None
     return {
@@ -396,14 +430,29 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, start=None
         "inputs": [segment.path for segment in plan.index.segments],
         "n_frames": plan.n_frames,
         "n_atoms": plan.n_atoms,
-        "fields": list(plan.fields),
+        "fields": [name for name in plan.fields if name != "box"],
+        "box": "box" in plan.fields,
+        "elements": [{"fields": list(fields), "n_frames": len(frames)} for fields, frames in plan.groups],
+        "notes": list(plan.notes),
+        "boundary": plan.index.boundary,
         "periodic": plan.index.periodic,
         "layout": layout.describe(),
         "stripe_applied": plan.provenance["stripe_applied"],
         "relayout": relayout,
+        "topology": topology_written,
         "n_ranks": comm.size,
         "seconds": seconds,
         "frames_per_second": plan.n_frames / seconds if seconds > 0 else None,
         "bytes": size,
         "megabytes_per_second": (size / seconds / 1e6) if size and seconds > 0 else None,
     }
+
+
+def _finish(plan, author):
+    """Rank 0, once every rank has closed the file: carry over H5MD content, the topology, publish."""
+    relayout = _carry_over(plan, author)
+    topology = None
+    if plan.topology is not None:
+        topology = write_topology(plan.temporary, load_topology(plan.topology), plan.atom_indices, plan.topology)
+    publish(plan.temporary, plan.output)
+    return relayout, topology

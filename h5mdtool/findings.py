@@ -29,11 +29,13 @@ class Rule:
 
 RULES = {
     # reading the file at all; links
-    "FILE001": Rule(ERROR, "any", "the file cannot be read at all: missing, a directory, not HDF5 (or not JSON for a manifest), truncated; exit status 2", "check the path; regenerate or copy the file again"),
+    "FILE001": Rule(ERROR, "any", "the file cannot be read at all: missing, a directory, not a regular file (a FIFO, a device), not HDF5 (or not JSON for a manifest), truncated; exit status 2", "check the path; regenerate or copy the file again"),
     "FILE002": Rule(ERROR, "any", "a group cannot be listed", "the file is damaged: regenerate it"),
     "FILE003": Rule(ERROR, "any", "an object, attribute or dataset cannot be read (damaged, or a datatype h5py cannot map)", "regenerate the file"),
-    "FILE004": Rule(ERROR, "any", "libhdf5 itself crashed while reading the file (damaged metadata); serial runs read files in a child process so that only it dies, and no other check could run", "regenerate or copy the file again"),
-    "LINK001": Rule(WARNING, "any", "an external link, reported and not followed: readers need the other file", "copy the target into the file (h5mdtool convert does) or ship both files"),
+    "FILE004": Rule(ERROR, "any", "libhdf5 itself crashed while reading the file (damaged metadata); files are read in a child process so that only it dies, and no other check could run", "regenerate or copy the file again"),
+    "FILE005": Rule(ERROR, "any", "reading the file made no progress for `H5MDTOOL_READ_TIMEOUT` seconds (default 60): libhdf5 loops on damaged metadata (seen with a corrupt global heap); the child process reading it is stopped, and no other check could run", "regenerate or copy the file again"),
+    "FILE006": Rule(WARNING, "any", "a dataset the checks read (per-atom values, step, time, box edges) uses an HDF5 filter that is not available here: its values were not checked", "pip install hdf5plugin (h5mdtool loads it when it is installed), or point HDF5_PLUGIN_PATH at the filter's plugin"),
+    "LINK001": Rule(WARNING, "any", "an external link, a virtual dataset or a dataset whose raw data lives in external files: reported, never followed or read (the target may be missing, slow or a FIFO that blocks forever); readers need the other files", "copy the data into the file (h5mdtool convert does) or ship all the files"),
     "LINK002": Rule(ERROR, "any", "a soft link that cannot be resolved (dangling, or a loop); a warning outside the groups H5MD defines", "remove or repair the link"),
     # H5MD 1.1
     "H5MD001": Rule(ERROR, "h5md", "no `/h5md` group: not an H5MD file", "convert the trajectory with `h5mdtool convert`"),
@@ -50,19 +52,19 @@ RULES = {
     "H5MD020": Rule(ERROR, "h5md", "a time-dependent element (a group) has no `value` dataset with a [variable] first dimension", "add `value`, or store a time-independent element as a dataset"),
     "H5MD021": Rule(ERROR, "h5md", "a time-dependent element has no `step`, or `step` is not an Integer dataset that is 1-D (explicit) or scalar (fixed)", "rewrite `step`"),
     "H5MD022": Rule(ERROR, "h5md", "an explicit `step` does not have one entry per row of `value`", "rewrite `step`"),
-    "H5MD023": Rule(ERROR, "h5md", "`step` does not increase strictly (explicit), or the fixed increment is not positive", "rewrite `step`"),
-    "H5MD024": Rule(ERROR, "h5md", "`time` is not Float or Integer, is not stored like `step` (both explicit or both fixed), has not one entry per row of `value`, or decreases", "rewrite `time`"),
+    "H5MD023": Rule(ERROR, "h5md", "an explicit `step` repeats a step (H5MD 1.1 asks strictly increasing steps; steps that go backwards are `DATA004`), or the fixed increment is not positive", "rewrite `step`"),
+    "H5MD024": Rule(ERROR, "h5md", "`time` is not Float or Integer, is not stored like `step` (both explicit or both fixed), or has not one entry per row of `value` (times that go backwards are `DATA004`, non-finite times `DATA002`)", "rewrite `time`"),
     "H5MD030": Rule(ERROR, "h5md", "`position`, `velocity`, `force` or `image` values are not [n][N][D] (time-dependent) or [N][D] (fixed) with D the box dimension", "rewrite the data"),
     "H5MD031": Rule(ERROR, "h5md", "`image` without `position`", "add `position` or drop `image`"),
     "H5MD032": Rule(ERROR, "h5md", "`box/edges` or `image` does not share `step` and `time` with `position` by hard link", "hard-link them (h5mdtool's files do)"),
     "H5MD033": Rule(ERROR, "h5md", "per-particle elements of one particle group hold different numbers of particles", "rewrite the elements"),
     "H5MD101": Rule(WARNING, "h5md", "a dimensionful dataset (`position`, `velocity`, `force`, `edges` values, `time`) has no `unit` attribute", "add `unit` (units module)"),
     "H5MD102": Rule(WARNING, "h5md", "no units module `/h5md/modules/units`: unit attributes are not declared", "add the group with `version = [1, 0]` and `system = \"SI\"`"),
-    "H5MD103": Rule(NOTE, "h5md", "a string attribute of another kind than the specification's: H5MD 1.1 asks scalar fixed-length strings for `name`, `email`, `version` (creator), fixed-length strings for `boundary`, the units module variable-length strings for `unit` and `system`; no known reader depends on it", "rewrite the attribute with the other string kind"),
+    "H5MD103": Rule(NOTE, "h5md", "a string attribute of another kind than the specification's: H5MD 1.1 asks scalar fixed-length strings for `name`, `email`, `version` (creator) and the units module's `system`, fixed-length strings for `boundary`; `unit` is checked as variable-length, the kind MDAnalysis 2.11 reads (it refuses fixed-length units); no known reader depends on the others", "rewrite the attribute with the other string kind"),
     "H5MD104": Rule(WARNING, "h5md", "a `unit` attribute that is not a string, or not a unit string of the units module (`nm`, `ps`, `nm ps-1`, `kJ mol-1 nm-1`; `Angstrom` is spelt `Ang` there)", "use the units module's symbols"),
     "H5MD105": Rule(WARNING, "h5md", "the author's `email` does not look like `name@domain.tld`", "fix or drop it"),
     # MDAnalysis
-    "MDA001": Rule(ERROR, "mdanalysis", "no group `/particles/trajectory` (MDAnalysis builds a Universe from it)", "`h5mdtool convert FILE -o new.h5md`"),
+    "MDA001": Rule(ERROR, "mdanalysis", "no particle group under `/particles`: MDAnalysis's H5MDReader reads the first group listed there", "`h5mdtool convert FILE -o new.h5md`"),
     "MDA002": Rule(ERROR, "mdanalysis", "the particle group MDAnalysis reads has no `box` with `dimension` 3", "MDAnalysis reads 3-D systems only"),
     "MDA003": Rule(ERROR, "mdanalysis", "the first of position, velocity, force has no 1-D `step` and `time` (MDAnalysis indexes both by frame)", "store explicit step and time"),
     "MDA004": Rule(ERROR, "mdanalysis", "none of `position`, `velocity`, `force` with [n][N][3] values: MDAnalysis has nothing to read", "add positions"),
@@ -73,24 +75,42 @@ RULES = {
     "MDA009": Rule(ERROR, "mdanalysis", "`box/edges` is not a time-dependent element whose values are [n][3] or [n][3][3] with a row per frame", "store the box per frame"),
     "MDA010": Rule(ERROR, "mdanalysis", "a dataset uses an HDF5 filter that is not available here: it cannot be decoded", "install the filter plugin (HDF5_PLUGIN_PATH), or relayout with `--compression gzip` where it is available"),
     "MDA011": Rule(ERROR, "mdanalysis", "no frames: MDAnalysis reads frame 0 when it opens a trajectory", ""),
+    "MDA012": Rule(WARNING, "mdanalysis", "the particle group MDAnalysis reads is not named `trajectory`: `Universe(topology, FILE)` reads it, but `Universe(FILE)` without a topology looks for `/particles/trajectory` only", "give a topology, or relayout with `h5mdtool convert` (it names the group `trajectory`)"),
     "MDA900": Rule(ERROR, "mdanalysis", "MDAnalysis's H5MDReader failed to open the file or read its first and last frames (the message says why)", "see the message"),
     "MDA901": Rule(ERROR, "mdanalysis", "the same through MPI-IO (`driver=\"mpio\"`); checked when validate runs under mpirun/srun", "see the message"),
+    "MDA902": Rule(WARNING, "mdanalysis", "MDAnalysis's read check was not run: the file has external links, virtual datasets or external raw data (MDAnalysis follows them, and a target that is a FIFO or a dead mount blocks it for ever), or one frame is too large to read here (the message says which)", "copy the data into the file (h5mdtool convert does)"),
     # layout lint
-    "LINT001": Rule(WARNING, "all", "chunks split a frame over the atoms: reading one frame touches several chunks and reads data it does not need (h5py auto-chunking; about 10x slower in paper 004)", "`h5mdtool convert FILE -o FILE_relayout.h5md --chunk-frames auto`"),
+    "LINT001": Rule(WARNING, "all", "chunks split a frame over the atoms: reading one frame touches several chunks and reads data it does not need (h5py auto-chunking; about 10x slower reads in Jakupovic & Beckstein, SciPy 2021, doi:10.25080/majora-1b6fd038-005)", "`h5mdtool convert FILE -o FILE_relayout.h5md --chunk-frames auto`"),
     "LINT002": Rule(WARNING, "all", "chunks split the xyz axis: every frame read touches one chunk per coordinate at least", "as LINT001"),
     "LINT003": Rule(WARNING, "all", "compressed chunks of several frames that do not fit in HDF5's default 1 MiB chunk cache: reading frame by frame decompresses the whole chunk again for every frame", "relayout with `--chunk-frames auto` (chunks within 1 MiB), or readers raise `rdcc_nbytes`"),
     "LINT004": Rule(WARNING, "all", "a filter that is not built into HDF5 (lzf, blosc, ...): every reader must install its plugin", "relayout with `--compression gzip`"),
     "LINT005": Rule(WARNING, "all", "a contiguous dataset of 16 GiB or more: it cannot be compressed or extended", "relayout chunked, with `--compression gzip` if space matters"),
+    # data sanity (every profile; no source needed)
+    "DATA001": Rule(ERROR, "any", "frames whose positions are all 0.0 in a system of more than one atom: data never written or lost (HDF5 1.10.8's single-chunk bug wrote whole files of zeros)", "regenerate the file from its source and check it with `validate --against`"),
+    "DATA002": Rule(ERROR, "any", "non-finite values (NaN, inf) in positions, velocities, forces, box edges or time, by frame", "regenerate the file; if the source holds them too, the simulation produced them"),
+    "DATA003": Rule(ERROR, "any", "frames whose atoms all lie more than 100 box lengths beyond one face of the periodic box (judged from the frame's bounding box): garbage coordinates or a unit mix-up; unwrapped trajectories drift far less", "regenerate the file from its source and check it with `validate --against`"),
+    "DATA004": Rule(ERROR, "any", "`step` or `time` goes backwards from one frame to the next", "regenerate the file; segments that restart are joined with `convert --on-overlap drop`"),
+    "DATA005": Rule(ERROR, "any", "frames whose periodic box has zero volume (a periodic edge of length 0, or edge vectors in one plane)", "regenerate the file from its source"),
+    "DATA006": Rule(ERROR, "any", "per-frame data (`value`, `step` or `time`) that the file declares but never stored (chunks or contiguous storage never written): readers get the fill value; only the stored rows are checked", "regenerate the file (its writer stopped early)"),
     # split manifests
-    "MAN001": Rule(ERROR, "manifest", "not a valid split manifest: kind, version or fields (the message says which)", "re-run `h5mdtool split`"),
-    "MAN002": Rule(ERROR, "manifest", "a part listed in the manifest is missing", "re-run split, or restore the part"),
+    "MAN001": Rule(ERROR, "manifest", "not a split manifest: not a JSON object, another `kind`, an unsupported `manifest_version` (1 and 2 are read) or a missing field (the message says which)", "re-run `h5mdtool split`"),
+    "MAN002": Rule(ERROR, "manifest", "a part listed in the manifest is missing, or is not a regular file", "re-run split, or restore the part"),
     "MAN003": Rule(ERROR, "manifest", "a part's size on disk differs from the manifest", "re-run split, or restore the part"),
     "MAN004": Rule(ERROR, "manifest", "a part holds another number of frames than the manifest says, or cannot be read", "re-run split"),
-    "MAN005": Rule(ERROR, "manifest", "the parts do not tile the frames: a gap, an overlap, or a total other than `n_frames`", "re-run split"),
+    "MAN005": Rule(ERROR, "manifest", "the parts do not tile the frames: frames in no part (a missing part), a part whose `n_frames` is not `stop - start` or that is empty, or a total other than `n_frames`", "re-run split"),
     "MAN006": Rule(ERROR, "manifest", "a part holds another number of atoms than the manifest says", "re-run split"),
+    "MAN007": Rule(ERROR, "manifest", "a part path that is absolute or leaves the manifest's directory (`..`): split writes paths relative to the manifest, so the directory can be moved", "re-run split, or make the path relative"),
+    "MAN008": Rule(ERROR, "manifest", "duplicated parts: one file listed twice, two entries for the same frames, or two part files holding the same frames", "re-run split"),
+    "MAN009": Rule(ERROR, "manifest", "swapped parts: a part file holds the frames the manifest gives another part (found from the recorded steps and times, or from steps that run backwards between parts)", "re-run split, or restore the parts' names"),
+    "MAN010": Rule(ERROR, "manifest", "overlapping parts: a part starts before the previous one stops", "re-run split"),
+    "MAN011": Rule(ERROR, "manifest", "parts out of order: the list is not sorted by `start`", "re-run split"),
+    "MAN012": Rule(ERROR, "manifest", "a count that is not a whole number >= 0 (a boolean, a float, a string, a negative number): `n_frames`, `n_atoms`, a part's `start`, `stop`, `n_frames`, `bytes`; or a recorded `first_step`/`last_step` that is not an integer, `first_time`/`last_time` that is not a number", "re-run split"),
+    "MAN013": Rule(ERROR, "manifest", "an empty part list", "re-run split"),
+    "MAN014": Rule(ERROR, "manifest", "an unknown `format` (XTC, TRR, DCD, H5MD are known), or a part whose extension is not the format's", "re-run split"),
+    "MAN015": Rule(ERROR, "manifest", "a part's first or last step or time (recorded by split in `first_step`, `last_step`, `first_time`, `last_time`) differs from the part's frames", "re-run split, or restore the part"),
     # comparison with the source
     "AGAINST001": Rule(ERROR, "against", "the file (or the parts together) and the source hold different numbers of frames or atoms", "re-run the conversion"),
-    "AGAINST002": Rule(ERROR, "against", "frames differ from the source: the first ones are listed by number, with what differs (positions, velocities, forces, step, time, box) and by how much", "re-run the conversion"),
+    "AGAINST002": Rule(ERROR, "against", "frames differ from the source: the first ones are listed by number, with what differs (positions, velocities, forces, step, time, box) and by how much; a NaN or inf on either side is always a difference", "re-run the conversion"),
     "AGAINST003": Rule(ERROR, "against", "the file cannot be compared with the source: the trajectory cannot be read, or one side has a periodic box and the other none", "fix the errors reported for the file first"),
 }
 
@@ -115,10 +135,12 @@ class FileReport:
     findings: list = field(default_factory=list)
     readable: bool = True
     comparison: dict = None
+    #: MDAnalysis reads that succeeded ("serial", "mpio"); not part of the JSON document
+    read_checks: list = field(default_factory=list)
 
     def add(self, rule, path, message, fix=None, severity=None):
-        """Record a finding of *rule* (its default severity unless *severity* is given)."""
-        finding = Finding(rule, severity or RULES[rule].severity, path, message, fix)
+        """Record a finding of *rule* (its default severity and fix unless *severity*, *fix* are given)."""
+        finding = Finding(rule, severity or RULES[rule].severity, path, message, fix or RULES[rule].fix or None)
         if finding not in self.findings:
             self.findings.append(finding)
         return finding

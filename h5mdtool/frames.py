@@ -3,26 +3,27 @@
 One small interface over every input the benchmark reads. A source has ``n_frames``,
 ``n_atoms`` (of the whole system), ``scale`` (Angstrom per coordinate unit), ``chunk_frames``
 (frames per storage chunk, 1 when that means nothing), ``opened`` (files this rank opened)
-and ``describe()`` (format and layout for the report), and
+and ``describe()`` (format and layout), and
 
 - ``read(start, stop)`` -> ``(positions, times)``: the selected atoms of frames
   ``[start, stop)`` as a ``(k, n_selected, 3)`` float array in the source's units (a view of a
   reused buffer, valid until the next read) and their times in ps (float64);
 - ``close()``: collective for an H5MD file opened with MPI-IO, so every rank calls it.
 
+The frames of a trajectory are those holding positions (a TRR may hold frames of velocities
+only), numbered from 0; their times are the scanned ones, or MDAnalysis's 1 ps per frame
+when the input records no time (:func:`position_times`).
+
 Sources:
 
-- :class:`H5MDFrames`: ``/particles/<group>/position/value`` read with ``read_direct`` into a
-  reused buffer, only the span of atoms from the first to the last selected one (whole
-  frames for a protein at the start of a solvated system would be mostly water), then the
-  selected atoms picked in memory. h5py's point selection on the atom axis is about 4x
-  slower than reading the span, and a fresh array per block about 2x slower than the reused
-  buffer (measured on the AdK H5MD, ``docs/benchmark.md``). MPI-IO on several ranks.
-- :class:`TrajectoryFrames`: XTC/TRR/DCD through :class:`h5mdtool.sources.TrajectoryReader`
-  with the offsets rank 0 scanned (nothing is written beside the input).
+- :class:`TrajectoryFrames`: any format through :class:`h5mdtool.formats.TrajectoryReader`,
+  with the metadata rank 0 scanned (nothing is written beside the input). An H5MD file is
+  read with MPI-IO on several ranks, a span of atoms at a time (:mod:`h5mdtool.formats.h5md`).
 - :class:`ManifestFrames`: a split trajectory; a part is opened only when one of its frames
   is read, so each rank opens only the parts holding its frames.
 - :class:`MDAnalysisFrames`: MDAnalysis Universes read frame by frame (the papers' way).
+
+:func:`read_frame` reads one whole frame through the same stack (rank 0's reference frame).
 """
 
 import os
@@ -31,212 +32,100 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import InputError, mark_collective
+from .errors import InputError
+from .formats import TrajectoryIndex, TrajectoryReader, scan_segment
+from .formats.base import ANGSTROM_PER_NM
 from .manifest import read_manifest
-from .mpi import SerialComm, open_h5
-from .sources import TrajectoryIndex, TrajectoryReader, _h5md_factor, detect_format, scan_segment
 
 
-#: Common H5MD units, converted without importing MDAnalysis (which costs a non-root rank
-#: 0.3 s at start-up when it has no other use for it); others go through MDAnalysis's tables.
-ANGSTROM_PER = {"nm": 10.0, "Angstrom": 1.0, "angstrom": 1.0, "pm": 0.01, "fm": 1e-5}
-PS_PER = {"ps": 1.0, "fs": 1e-3, "ns": 1e3}
+def position_frames(index):
+    """Trajectory frame numbers (of *index*) of the frames holding positions."""
+    return np.flatnonzero(index.fields["positions"])
 
 
-def _factor(path, dataset, kind):
-    """Angstrom (length) or ps (time) per unit of *dataset*; 1 without a unit attribute."""
-    unit = dataset.attrs.get("unit")
-    if unit is None:
-        return 1.0
-    unit = unit.decode() if isinstance(unit, bytes) else str(unit)
-    table = ANGSTROM_PER if kind == "length" else PS_PER
-    if unit in table:
-        return table[unit]
-    return _h5md_factor(path, dataset, kind, "Angstrom" if kind == "length" else "ps")
+def position_times(index):
+    """Time (ps) of each frame of *index* holding positions; 0, 1, 2... ps (MDAnalysis's
+    default) when the input records no time."""
+    frames = position_frames(index)
+    if index.time is None:
+        return np.arange(len(frames), dtype=np.float64)
+    return np.asarray(index.time[frames], np.float64)
 
 
-def h5md_group(path, handle, requested=None):
-    """The particle group to read: *requested*, or the first listed under ``/particles``.
+def read_frame(index, frame):
+    """All positions (Angstrom, float32) and the box (MDAnalysis ``dimensions``, or None) of
+    trajectory frame *frame* of *index*, read through :class:`~h5mdtool.formats.TrajectoryReader`.
 
-    MDAnalysis's ``H5MDReader`` reads ``list(file["particles"])[0]`` (h5py lists groups by
-    name unless they were created with ``track_order``), so both engines read what
-    MDAnalysis reads unless ``--group`` names another.
+    The box is given when the frame holds one and every dimension is periodic.
 
     Raises
     ------
     InputError
-        If there is no ``/particles`` group, *requested* is not one of its groups, or the
-        chosen group has no ``position/value``.
+        If the frame cannot be read.
     """
-    particles = handle.get("particles")
-    if particles is None or not len(particles):
-        raise InputError(f"{path}: no /particles group: not an H5MD trajectory")
-    names = list(particles)
-    if requested is not None and requested not in names:
-        raise InputError(f"{path}: no particle group {requested!r}; /particles holds {', '.join(names)}")
-    name = requested or names[0]
-    group = particles[name]
-    if not (isinstance(group, type(particles)) and "position" in group and "value" in group["position"]):
-        others = [n for n in names if n != name]
-        hint = f"; choose another with --group ({', '.join(others)})" if others else ""
-        raise InputError(f"{path}: particle group {name!r} has no position/value{hint}")
-    return name
+    fields = ("positions", "box") if "box" in index.fields else ("positions",)
+    with TrajectoryReader(index, None, fields) as reader:
+        block = reader.read(np.array([frame], np.int64), reader.new_block(1))
+        positions = (np.asarray(block.positions[0], np.float64) * ANGSTROM_PER_NM).astype(np.float32)
+        edges = np.asarray(block.edges[0], np.float64) * ANGSTROM_PER_NM
+    boxed = "box" in index.fields and bool(index.fields["box"][frame])
+    if not (boxed and edges.any() and all(b == "periodic" for b in index.boundary)):
+        return positions, None
+    from MDAnalysis.lib.mdamath import triclinic_box
 
-
-def _series_ps(time, scale, start, stop):
-    """Times (ps) of frames ``[start, stop)`` from an H5MD ``time`` dataset (None: 1 ps a frame,
-    MDAnalysis's default; a scalar: H5MD 1.1's fixed interval with an ``offset`` attribute)."""
-    if time is None:
-        return np.arange(start, stop, dtype=np.float64)
-    if time.shape == ():
-        offset = float(time.attrs.get("offset", 0.0))
-        return (offset + float(time[()]) * np.arange(start, stop)) * scale
-    return np.asarray(time[start:stop], np.float64) * scale
-
-
-def h5md_time_ps(path, position, start, stop):
-    """Times (ps) of frames ``[start, stop)`` of an H5MD ``position`` element."""
-    time = position.get("time")
-    return _series_ps(time, 1.0 if time is None else _factor(path, time, "time"), start, stop)
-
-
-def h5md_frame(path, group, frame):
-    """All positions (Angstrom, float32) and the box (MDAnalysis ``dimensions`` or None) of
-    one frame of an H5MD particle *group*, read with h5py (rank 0's reference frame: also
-    for files MDAnalysis's reader refuses, such as a fixed time interval).
-
-    Raises
-    ------
-    InputError
-        Units h5mdtool cannot convert.
-    """
-    import h5py
-
-    with h5py.File(path, "r") as handle:
-        particles = handle["particles"][group]
-        value = particles["position/value"]
-        positions = (np.asarray(value[frame], np.float64) * _factor(path, value, "length")).astype(np.float32)
-        dimensions = None
-        box = particles.get("box")
-        boundary = [] if box is None else [b.decode() if isinstance(b, bytes) else str(b)
-                                           for b in np.atleast_1d(box.attrs.get("boundary", []))]
-        if box is not None and "edges" in box and boundary and all(b == "periodic" for b in boundary):
-            edges = box["edges"]
-            dataset = edges["value"] if isinstance(edges, h5py.Group) else edges
-            data = dataset[frame] if isinstance(edges, h5py.Group) else dataset[()]
-            data = np.asarray(data, np.float64) * _factor(path, dataset, "length")
-            from MDAnalysis.lib.mdamath import triclinic_box
-
-            dimensions = [*data, 90.0, 90.0, 90.0] if data.shape == (3,) else triclinic_box(*data)
-    return positions, dimensions
-
-
-class H5MDFrames:
-    """Selected atoms' positions and times from an H5MD file (MPI-IO on several ranks).
-
-    Raises
-    ------
-    InputError
-        If the file has no positions or units h5mdtool cannot convert (collective: every
-        rank sees the same metadata).
-    """
-
-    def __init__(self, path, atom_indices, comm, block_frames=1024, group=None):
-        self.path = path
-        self.handle = open_h5(path, "r", comm)
-        try:
-            self.group_name = h5md_group(path, self.handle, group)
-            self._inspect(atom_indices, block_frames)
-        except InputError as error:
-            self.handle.close()
-            raise mark_collective(error)
-        self.opened = [path]
-
-    def _inspect(self, atom_indices, block_frames):
-        position = self.handle["particles"][self.group_name]["position"]
-        self.value = position["value"]
-        if self.value.ndim != 3 or self.value.shape[2] != 3:
-            raise InputError(f"{self.path}: {self.value.name} has shape {self.value.shape}, not (frames, atoms, 3)")
-        self.n_frames, self.n_atoms = int(self.value.shape[0]), int(self.value.shape[1])
-        self.scale = _factor(self.path, self.value, "length")
-        self.time = position.get("time")
-        self.time_scale = 1.0 if self.time is None else _factor(self.path, self.time, "time")
-        self.chunk_frames = self.value.chunks[0] if self.value.chunks else 1
-        indices = np.asarray(atom_indices, np.int64)
-        # read the span of atoms from the first to the last selected one, pick in memory
-        self.first, self.last = int(indices.min()), int(indices.max()) + 1
-        self.pick = indices - self.first
-        if np.array_equal(self.pick, np.arange(self.last - self.first)):
-            self.pick = None  # the selection is the whole span: no copy
-        self.buffer = np.empty((0, self.last - self.first, 3), self.value.dtype)
-        self.block_frames = block_frames
-        value = self.value
-        self._description = {
-            "format": "H5MD",
-            "layout": "chunked" if value.chunks else "contiguous",
-            "chunks": list(value.chunks) if value.chunks else None,
-            "compression": value.compression,
-            "compression_opts": value.compression_opts,
-            "dtype": str(value.dtype),
-            "particles_group": self.group_name,
-            "mpi_io": self.handle.driver == "mpio",
-        }
-
-    def describe(self):
-        return dict(self._description)
-
-    def _times(self, start, stop):
-        return _series_ps(self.time, self.time_scale, start, stop)
-
-    def read(self, start, stop):
-        count = stop - start
-        if len(self.buffer) < count:
-            self.buffer = np.empty((max(count, self.block_frames), self.last - self.first, 3), self.value.dtype)
-        if count:
-            self.value.read_direct(self.buffer, np.s_[start:stop, self.first:self.last], np.s_[0:count])
-        positions = self.buffer[:count]
-        if self.pick is not None:
-            positions = np.take(positions, self.pick, axis=1)
-        return positions, self._times(start, stop)
-
-    def close(self):
-        self.handle.close()
+    return positions, triclinic_box(*edges)
 
 
 class TrajectoryFrames:
-    """Selected atoms' positions (nm) and times (ps) of an XTC/TRR/DCD trajectory."""
+    """Selected atoms' positions (nm) and times (ps) of a scanned trajectory, any format.
 
-    scale = 10.0
-    chunk_frames = 1
+    Frames are those holding positions. An H5MD file is opened with MPI-IO by every rank of
+    *comm* at once (collective) when *comm* has several ranks.
+    """
 
-    def __init__(self, index, atom_indices, block_frames):
+    scale = ANGSTROM_PER_NM
+
+    def __init__(self, index, atom_indices, block_frames, comm=None):
         self.index = index
-        self.n_frames, self.n_atoms = index.n_frames, index.n_atoms
-        self.reader = TrajectoryReader(index, atom_indices, ("positions",))
+        self.frames = position_frames(index)
+        self.n_frames, self.n_atoms = len(self.frames), index.n_atoms
+        self.reader = TrajectoryReader(index, atom_indices, ("positions",), comm=comm)
         self.block = self.reader.new_block(block_frames)
         self.opened = [segment.path for segment in index.segments]
+        first = index.segments[0]
+        self.element = first.details.get("elements", {}).get("positions") if first.format == "H5MD" else None
+        chunks = self.element and self.element["chunks"]
+        self.chunk_frames = int(chunks[0]) if chunks else 1
+        self.mpi_io = comm is not None and comm.size > 1 and first.format == "H5MD"
 
     def describe(self):
-        return {"format": ",".join(self.index.formats), "layout": "single shared file",
-                "offsets": "scanned by rank 0 and broadcast"}
+        if self.element is None:
+            return {"format": ",".join(self.index.formats), "layout": "single shared file",
+                    "offsets": "scanned by rank 0 and broadcast"}
+        chunks = self.element["chunks"]
+        return {
+            "format": "H5MD", "layout": "chunked" if chunks else "contiguous",
+            "chunks": list(chunks) if chunks else None, "compression": self.element["compression"],
+            "compression_opts": self.element["compression_opts"], "dtype": str(np.dtype(self.element["dtype"])),
+            "particles_group": self.index.segments[0].details["group"].split("/", 1)[1], "mpi_io": self.mpi_io,
+        }
 
     def read(self, start, stop):
         if stop - start > self.block.capacity:
             self.block = self.reader.new_block(stop - start)
-        self.reader.read(np.arange(start, stop), self.block)
+        self.reader.read(self.frames[start:stop], self.block)
         n = self.block.n
-        return self.block.positions[:n], self.block.time[:n].copy()
+        times = self.block.time[:n].copy()
+        if self.index.time is None:  # MDAnalysis's default: dt = 1 ps
+            times = np.arange(start, stop, dtype=np.float64)
+        return self.block.positions[:n], times
 
     def close(self):
         self.reader.close()
 
 
-def _part_source(part, n_atoms, atom_indices, block_frames):
-    if detect_format(part.path) == "H5MD":
-        source = H5MDFrames(part.path, atom_indices, SerialComm(), block_frames)
-    else:
-        index = TrajectoryIndex([scan_segment(part.path)], n_atoms, False, False, False)
-        source = TrajectoryFrames(index, atom_indices, block_frames)
+def _part_source(part, n_atoms, atom_indices, block_frames, group=None):
+    source = TrajectoryFrames(TrajectoryIndex([scan_segment(part.path, group=group)]), atom_indices, block_frames)
     if source.n_frames != part.n_frames or source.n_atoms != n_atoms:
         source.close()
         raise InputError(
@@ -248,18 +137,20 @@ def _part_source(part, n_atoms, atom_indices, block_frames):
 
 class ManifestFrames:
     """Frames of a split trajectory; a part is opened by :meth:`open_for` or when one of its
-    frames is first read, so each rank opens only the parts holding its frames."""
+    frames is first read, so each rank opens only the parts holding its frames.
+
+    Every part is read through the reading stack in nm, whatever units its file uses; H5MD
+    parts read particle group *group* (default: the first listed, as MDAnalysis reads).
+    """
 
     chunk_frames = 1
+    scale = ANGSTROM_PER_NM
 
-    def __init__(self, manifest, atom_indices, block_frames):
+    def __init__(self, manifest, atom_indices, block_frames, group=None):
         self.manifest = manifest
         self.n_frames, self.n_atoms = manifest.n_frames, manifest.n_atoms
-        self.atom_indices, self.block_frames = atom_indices, block_frames
+        self.atom_indices, self.block_frames, self.group = atom_indices, block_frames, group
         self.sources = {}
-        # nm, the unit of XTC/TRR/DCD readers and of h5mdtool's H5MD parts; parts in other
-        # units are converted, so every rank's frames and rank 0's reference agree
-        self.scale = 10.0
 
     @property
     def opened(self):
@@ -271,7 +162,8 @@ class ManifestFrames:
 
     def _source(self, part):
         if part.path not in self.sources:
-            self.sources[part.path] = _part_source(part, self.n_atoms, self.atom_indices, self.block_frames)
+            self.sources[part.path] = _part_source(part, self.n_atoms, self.atom_indices, self.block_frames,
+                                                   self.group)
         return self.sources[part.path]
 
     def open_for(self, frames):
@@ -284,9 +176,8 @@ class ManifestFrames:
     def read(self, start, stop):
         positions, times = [], []
         for part in self.manifest.parts_for(start, stop):
-            source = self._source(part)
-            p, t = source.read(max(start, part.start) - part.start, min(stop, part.stop) - part.start)
-            positions.append(p if source.scale == self.scale else p * (source.scale / self.scale))
+            p, t = self._source(part).read(max(start, part.start) - part.start, min(stop, part.stop) - part.start)
+            positions.append(p)
             times.append(t)
         if not positions:
             return np.empty((0, len(self.atom_indices), 3), np.float32), np.empty(0)
@@ -336,7 +227,7 @@ class Piece:
         """XTC/TRR byte offset of each frame (one per frame, as MDAnalysis's readers take
         them): rank 0's scan, or this file's own scan on first use (a part)."""
         if self.offsets is None:
-            self.offsets = scan_segment(self.path).offsets
+            self.offsets = scan_segment(self.path).offsets[:-1]  # the scan also gives the end of the last frame
         return self.offsets
 
 
@@ -439,9 +330,9 @@ def mdanalysis_reader(piece, h5md_group=None):
     """The MDAnalysis reader class for *piece*, or None for MDAnalysis's own choice.
 
     XTC/TRR: a reader that takes the offsets rank 0 computed, or that this rank scans for a
-    part (nothing written beside the file); H5MD with *h5md_group*: a reader of that particle group (MDAnalysis reads the
-    first one). Each class has a format name of its own, so MDAnalysis's registry of readers
-    is otherwise unchanged.
+    part (nothing written beside the file); H5MD with *h5md_group*: a reader of that particle
+    group (MDAnalysis reads the first one). Each class has a format name of its own, so
+    MDAnalysis's registry of readers is otherwise unchanged.
     """
     if piece.format in ("XTC", "TRR"):
         return _reader_with_offsets(piece.format, piece.frame_offsets())
@@ -453,7 +344,10 @@ def mdanalysis_reader(piece, h5md_group=None):
 
 
 def _reader_with_offsets(fmt, offsets):
-    """An MDAnalysis XTC/TRR reader class that takes the given offsets (no offset files)."""
+    """An MDAnalysis XTC/TRR reader class that takes the given offsets (no offset files).
+
+    *offsets* has one entry per frame, its start (the scan's ``offsets[:-1]``).
+    """
     from MDAnalysis.coordinates.TRR import TRRReader
     from MDAnalysis.coordinates.XTC import XTCReader
 

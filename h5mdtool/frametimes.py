@@ -1,87 +1,16 @@
-"""Times of every frame (ps), read from frame headers, and GROMACS-style time selections.
+"""GROMACS-style time selections: the frames ``bench rmsd -b/-e/--dt`` pick.
 
 ``bench rmsd -b/-e/--dt`` pick frames by time, as ``gmx rms`` does; that needs the time of
-every frame before the work is divided. Decoding every frame for it would cost as much as
-the benchmark, so rank 0 reads only what each format stores per frame:
-
-- XTC and TRR: the frame header at each offset rank 0 scanned (16 bytes for XTC; TRR's
-  header holds its own size fields and the time as float or double);
-- DCD: nothing to read: time = (istart / nsavc + frame) * dt, as MDAnalysis computes it;
-- H5MD: the particle group's ``position/time`` dataset (or its fixed step and offset).
-
-(The reading stack that replaces :mod:`h5mdtool.sources` scans every frame header on rank 0;
-once it is in, these times come from its scan.)
+every frame before the work is divided. Rank 0 takes them from its scan of the input
+(:func:`h5mdtool.bench_input.frame_times`: every frame header of XTC/TRR, DCD's header,
+H5MD's time datasets), without decoding a frame.
 """
-
-import struct
 
 import numpy as np
 
-from .errors import InputError, UsageError
+from .errors import UsageError
 
-XTC_MAGIC = 1995
-TRR_MAGIC = 1993
 FLOAT32_EPS = float(np.finfo(np.float32).eps)
-
-
-def xtc_times(path, offsets):
-    """Times (ps) in the headers of the XTC frames starting at *offsets*."""
-    times = np.empty(len(offsets), np.float64)
-    with open(path, "rb") as handle:
-        for number, offset in enumerate(offsets):
-            handle.seek(int(offset))
-            magic, _, _, time = struct.unpack(">iiif", handle.read(16))
-            if magic != XTC_MAGIC:
-                raise InputError(f"{path}: no XTC frame header at byte {offset}")
-            times[number] = time
-    return times
-
-
-def trr_times(path, offsets):
-    """Times (ps) in the headers of the TRR frames starting at *offsets*."""
-    times = np.empty(len(offsets), np.float64)
-    with open(path, "rb") as handle:
-        for number, offset in enumerate(offsets):
-            handle.seek(int(offset))
-            magic, _, length = struct.unpack(">iii", handle.read(12))
-            if magic != TRR_MAGIC:
-                raise InputError(f"{path}: no TRR frame header at byte {offset}")
-            handle.seek((length + 3) // 4 * 4, 1)  # the version string, padded to 4 bytes
-            sizes = struct.unpack(">13i", handle.read(52))
-            box, x, v, f, natoms = sizes[2], sizes[7], sizes[8], sizes[9], sizes[10]
-            real = box // 9 if box else next((s // (3 * natoms) for s in (x, v, f) if s and natoms), 4)
-            times[number] = struct.unpack(">d" if real == 8 else ">f", handle.read(real))[0]
-    return times
-
-
-def dcd_times(header, n_frames):
-    """Times (ps) of DCD frames from the header MDAnalysis reads (see :mod:`h5mdtool.sources`)."""
-    frames = np.arange(n_frames, dtype=np.float64)
-    return (frames + header["istart"] / header["nsavc"]) * header["dt_ps"]
-
-
-def segment_times(segment):
-    """Times (ps) of every frame of one scanned file (a :class:`~h5mdtool.sources.SegmentInfo`),
-    including frames dropped as overlap."""
-    if segment.format == "XTC":
-        return xtc_times(segment.path, segment.offsets)
-    if segment.format == "TRR":
-        return trr_times(segment.path, segment.offsets)
-    if segment.format == "DCD":
-        return dcd_times(segment.dcd_header, segment.n_frames)
-    raise InputError(f"{segment.path}: frame times of {segment.format} segments are read with h5md_times")
-
-
-def h5md_times(path, group):
-    """Times (ps) of every frame of an H5MD file's particle *group* (MDAnalysis's default
-    without a time dataset: 1 ps per frame)."""
-    import h5py
-
-    from .frames import h5md_time_ps
-
-    with h5py.File(path, "r") as handle:
-        position = handle["particles"][group]["position"]
-        return h5md_time_ps(path, position, 0, position["value"].shape[0])
 
 
 def _multiple_of(times, dt):

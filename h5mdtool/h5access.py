@@ -5,12 +5,18 @@ attributes, damaged objects, datatypes h5py cannot map) and records the failure 
 report instead of raising. Links are looked at before they are followed: soft links are
 resolved one path component at a time (so a loop or a dangling target is reported, not
 raised) and external links, met directly or through a soft link, are never followed.
+:func:`storage` says, from metadata alone, what a dataset declares and what it really
+stores, so that nothing a file merely declares is ever allocated or read.
 :func:`isolated` runs a whole check in a forked child in serial runs, because libhdf5
-itself can crash on damaged metadata.
+itself can crash, or loop for ever, on damaged metadata: the child sends a
+:func:`heartbeat` as it progresses and is stopped when it stays silent too long.
 """
 
+import math
 import os
+import stat
 import sys
+import time
 
 import numpy as np
 
@@ -219,75 +225,253 @@ class Access:
             return None
 
 
+LAYOUTS = {0: "compact", 1: "contiguous", 2: "chunked", 3: "virtual"}
+
+
+def keeps_data_elsewhere(dataset):
+    """True for a virtual dataset or one whose raw data live in external files (never read)."""
+    plist = dataset.id.get_create_plist()
+    return LAYOUTS.get(plist.get_layout()) == "virtual" or plist.get_external_count() > 0
+
+
+def storage(dataset):
+    """What *dataset* declares and what it really stores, from its metadata alone.
+
+    Returns
+    -------
+    dict
+        ``layout`` ("compact", "contiguous", "chunked", "virtual"), ``external`` (raw data
+        in other files: never read), ``declared_chunks`` and ``stored_chunks`` (chunked
+        layout), ``stored_bytes``, ``complete`` (every element has storage) and
+        ``stored_rows``: how many leading rows of the first axis have storage (all rows when
+        complete; the written prefix of a file whose writer stopped early; None when the
+        stored chunks are not a prefix). For a chunked dataset the prefix is found with a
+        binary search of chunk lookups by coordinate, so this costs O(log n) lookups.
+    """
+    plist = dataset.id.get_create_plist()
+    layout = LAYOUTS.get(plist.get_layout(), "unknown")
+    shape = tuple(int(n) for n in dataset.shape or ())
+    facts = {"layout": layout, "external": keeps_data_elsewhere(dataset),
+             "declared_chunks": None, "stored_chunks": None, "stored_bytes": int(dataset.id.get_storage_size()),
+             "complete": True, "stored_rows": shape[0] if shape else None}
+    if facts["external"]:
+        facts["complete"], facts["stored_rows"] = False, None
+        return facts
+    if math.prod(shape) == 0:
+        return facts
+    if layout == "contiguous":
+        if facts["stored_bytes"] == 0:  # allocated on the first write: all or nothing
+            facts["complete"], facts["stored_rows"] = False, 0
+        return facts
+    if layout != "chunked":
+        return facts
+    chunks = tuple(int(c) for c in dataset.chunks)
+    grid = [-(-n // c) for n, c in zip(shape, chunks)]
+    declared = math.prod(grid)
+    stored = int(dataset.id.get_num_chunks())
+    facts["declared_chunks"], facts["stored_chunks"] = declared, stored
+    if stored >= declared:
+        return facts
+    facts["complete"] = False
+    per_row = declared // grid[0]
+
+    def has_storage(row):
+        info = dataset.id.get_chunk_info_by_coord((row * chunks[0],) + (0,) * (len(shape) - 1))
+        return info.byte_offset is not None
+
+    low, high = 0, grid[0]  # rows [0, low) are stored; rows >= high are not
+    while low < high:
+        middle = (low + high) // 2
+        if has_storage(middle):
+            low = middle + 1
+        else:
+            high = middle
+    facts["stored_rows"] = min(low * chunks[0], shape[0]) if low * per_row == stored else None
+    return facts
+
+
+def check_regular_file(path, error=UnreadableError):
+    """Raise *error* unless *path* is an existing regular file (never opens it).
+
+    Opening a FIFO blocks until a writer appears, and a device can be endless: both are
+    refused from :func:`os.stat` alone.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise error(f"{path}: no such file") from None
+    except OSError as problem:
+        raise error(f"{path}: cannot be read ({problem.strerror})") from None
+    if stat.S_ISDIR(mode):
+        raise error(f"{path}: is a directory, not a file")
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+        raise error(f"{path}: is {kind}, not a regular file")
+
+
+def load_filter_plugins():
+    """Register hdf5plugin's filters (Zstd, Blosc, Bitshuffle, ...) with HDF5 when it is installed."""
+    try:
+        import hdf5plugin  # noqa: F401 - importing it registers the filters
+    except Exception:  # noqa: BLE001 - not installed, or broken: its filters stay unavailable
+        return False
+    return True
+
+
 def open_hdf5(path):
-    """Open *path* read-only with h5py.
+    """Open *path* read-only with h5py (hdf5plugin's filters loaded when it is installed).
 
     Raises
     ------
     UnreadableError
-        If the path is missing, a directory, or not a readable HDF5 file (empty, truncated,
-        another format).
+        If the path is missing, a directory, not a regular file (a FIFO would block the
+        open), or not a readable HDF5 file (empty, truncated, another format).
     """
     import h5py
 
-    if not os.path.exists(path):
-        raise UnreadableError(f"{path}: no such file")
-    if os.path.isdir(path):
-        raise UnreadableError(f"{path}: is a directory, not a file")
+    check_regular_file(path)
+    load_filter_plugins()
     try:
         return h5py.File(path, "r")
     except Exception as error:  # noqa: BLE001 - every way of failing means "cannot be read"
         raise UnreadableError(f"{path}: not a readable HDF5 file (empty, truncated or another format: {reason(error)})") from None
 
 
-def _fork_is_safe():
-    """Forking is safe here: POSIX, MPI not started in this process, not disabled."""
+def _isolation():
+    """How :func:`isolated` runs: "fork", "spawn" (MPI is running in this process) or "inline"."""
     if os.environ.get("H5MDTOOL_ISOLATE", "1") in ("0", "no", "false") or not hasattr(os, "fork"):
-        return False
+        return "inline"
     module = sys.modules.get("mpi4py.MPI")
     try:
-        return module is None or not module.Is_initialized() or module.Is_finalized()
+        mpi_running = module is not None and module.Is_initialized() and not module.Is_finalized()
     except Exception:  # noqa: BLE001
-        return False
+        return "inline"
+    return "spawn" if mpi_running else "fork"
+
+
+#: Environment variables of MPI launchers: a spawned reader must not believe it is a rank.
+LAUNCHER_PREFIXES = ("OMPI_", "PMIX_", "PMI_", "HYDRA_", "MPI_LOCAL", "I_MPI_", "SLURM_STEP", "SLURM_PROCID")
+#: The spawned reader: sets sys.path as the parent's, then runs the function (see :func:`_spawn`).
+SPAWNED_READER = (
+    "import os, pickle, sys\n"
+    "from multiprocessing.connection import Connection\n"
+    "path, payload = pickle.loads(sys.stdin.buffer.read())\n"
+    "sys.path[:] = path\n"
+    "from h5mdtool.h5access import _run_child\n"
+    "function, args = pickle.loads(payload)\n"
+    "_run_child(Connection(int(sys.argv[1]), readable=False), function, args)\n"
+)
+
+
+#: Seconds an isolated reader may go without a heartbeat before it is stopped.
+DEFAULT_READ_TIMEOUT = 60.0
+#: Heartbeats are sent at most this often (seconds).
+HEARTBEAT_INTERVAL = 0.5
+
+_heartbeat_sender = None
+_last_heartbeat = 0.0
+
+
+def read_timeout():
+    """Seconds without progress after which :func:`isolated` stops its child (``H5MDTOOL_READ_TIMEOUT``)."""
+    try:
+        value = float(os.environ.get("H5MDTOOL_READ_TIMEOUT", DEFAULT_READ_TIMEOUT))
+    except ValueError:
+        return DEFAULT_READ_TIMEOUT
+    return value if value > 0 else DEFAULT_READ_TIMEOUT
+
+
+def heartbeat():
+    """Tell the parent of an isolated check that it progresses (cheap; a no-op elsewhere).
+
+    Loops over blocks, chunks or objects call this; a libhdf5 call that never returns stops
+    the heartbeats and the parent stops the child after :func:`read_timeout` seconds.
+    """
+    global _last_heartbeat
+    if _heartbeat_sender is None:
+        return
+    now = time.monotonic()
+    if now - _last_heartbeat >= HEARTBEAT_INTERVAL:
+        _last_heartbeat = now
+        _heartbeat_sender()
 
 
 def _run_child(writer, function, args):
     import faulthandler
 
+    global _heartbeat_sender
     faulthandler.disable()  # a crash here is expected and reported by the parent
+    _heartbeat_sender = lambda: writer.send(("beat",))  # noqa: E731
     try:
         outcome = ("ok", function(*args))
     except H5mdToolError as error:
         outcome = ("error", error)
     except BaseException as error:  # noqa: BLE001 - handed to the parent, which raises it
         outcome = ("exception", f"{type(error).__name__}: {error}")
+    _heartbeat_sender = None
     writer.send(outcome)
     writer.close()
 
 
-def isolated(function, *args):
-    """Run ``function(*args)`` where a crash of libhdf5 cannot take this process down.
+def isolated(function, *args, timeout=None):
+    """Run ``function(*args)`` where a crash or a hang of libhdf5 cannot take this process down.
 
     HDF5 itself can crash (segmentation fault) on damaged metadata, for instance a corrupt
-    fractal-heap block of a group (seen with HDF5 1.10.8). Serial runs therefore read files
-    in a forked child; under MPI (fork is unsafe after MPI_Init with some networks) the
-    function runs in this process.
+    fractal-heap block of a group, or loop for ever, for instance on a corrupt global heap
+    (both seen with HDF5 1.10.8). Files are therefore read in a child process, which is
+    stopped when it sends no :func:`heartbeat` for *timeout* seconds: a forked child in
+    serial runs, a fresh interpreter (fork and exec) once MPI is running in this process,
+    since a plain fork after MPI_Init is unsafe with some networks. ``H5MDTOOL_ISOLATE=0``
+    runs the function in this process.
+
+    Parameters
+    ----------
+    timeout : float, optional
+        Seconds without progress; default :func:`read_timeout`.
 
     Returns
     -------
     tuple
-        ``("ok", value)``, ``("error", H5mdToolError)`` or ``("crash", signal number)``.
+        ``("ok", value)``, ``("error", H5mdToolError)``, ``("crash", signal number)`` or
+        ``("timeout", seconds)``.
 
     Raises
     ------
     RuntimeError
         If the function failed with another exception in the child (a bug).
     """
-    if not _fork_is_safe():
+    mode = _isolation()
+    if mode == "inline":
         try:
             return ("ok", function(*args))
         except H5mdToolError as error:
             return ("error", error)
+    timeout = read_timeout() if timeout is None else float(timeout)
+    child, reader = _spawn(function, args) if mode == "spawn" else _fork(function, args)
+    outcome = None
+    try:
+        while outcome is None:
+            if not reader.poll(timeout):
+                child.kill()
+                outcome = ("timeout", timeout)
+                break
+            message = reader.recv()
+            if message[0] != "beat":
+                outcome = message
+    except EOFError:
+        outcome = None
+    finally:
+        reader.close()
+        exitcode = child.wait() if mode == "spawn" else (child.join() or child.exitcode)
+    if outcome is None:
+        return ("crash", -exitcode if exitcode and exitcode < 0 else exitcode)
+    if outcome[0] == "exception":
+        raise RuntimeError(outcome[1])
+    return outcome
+
+
+def _fork(function, args):
+    """A forked child running *function*; returns (process, connection to read)."""
     import multiprocessing
 
     context = multiprocessing.get_context("fork")
@@ -295,15 +479,30 @@ def isolated(function, *args):
     child = context.Process(target=_run_child, args=(writer, function, args))
     child.start()
     writer.close()
+    return child, reader
+
+
+def _spawn(function, args):
+    """A fresh interpreter running *function* (fork and exec: safe after MPI_Init).
+
+    The child gets this process's ``sys.path`` and an environment without the MPI launcher's
+    variables, so it never starts MPI; results and heartbeats come back on a pipe.
+    """
+    import pickle
+    import subprocess
+    from multiprocessing.connection import Connection
+
+    read_fd, write_fd = os.pipe()
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(LAUNCHER_PREFIXES)}
+    environment["H5MDTOOL_MPI"] = "0"
     try:
-        outcome = reader.recv()
-    except EOFError:
-        outcome = None
+        child = subprocess.Popen([sys.executable, "-c", SPAWNED_READER, str(write_fd)], stdin=subprocess.PIPE,
+                                 pass_fds=(write_fd,), env=environment)
     finally:
-        reader.close()
-        child.join()
-    if outcome is None:
-        return ("crash", -child.exitcode if child.exitcode and child.exitcode < 0 else child.exitcode)
-    if outcome[0] == "exception":
-        raise RuntimeError(outcome[1])
-    return outcome
+        os.close(write_fd)
+    try:
+        child.stdin.write(pickle.dumps((list(sys.path), pickle.dumps((function, args)))))
+        child.stdin.close()
+    except OSError:  # the child died at once: its exit status tells
+        pass
+    return child, Connection(read_fd, writable=False)

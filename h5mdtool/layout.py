@@ -1,47 +1,34 @@
-"""The H5MD 1.1 layout h5mdtool writes: paths, attributes, units, dataset creation.
+"""How h5mdtool stores per-atom data: chunks, filters, stripe hints and value encodings.
 
-See DESIGN.md section 3. Everything here is collective under MPI: every rank calls the
-same functions with the same arguments, in the same order.
+A :class:`Layout` holds the user's choices (``--chunk-frames``, ``--compression``,
+``--precision``, stripe settings...), checks them, plans the chunk shape once the atom
+count is known, and gives the keyword arguments for creating each dataset. An
+:class:`Encoding` says how one field's values are stored: as floats, or, for lossy
+``--precision``, as integers on a grid in a unit every H5MD reader applies.
 """
 
-import getpass
-import json
 import math
 import re
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .errors import UsageError
+from .codecs import CODECS, codec
+from .errors import InputError, UsageError
 
-H5MD_VERSION = (1, 1)
-UNITS_MODULE_VERSION = (1, 0)
-#: MDAnalysis's H5MDReader reads the first group under /particles; it must be this one.
-PARTICLES = "particles/trajectory"
-PROVENANCE = "parameters/h5mdtool"
-
-LENGTH_UNIT = "nm"
-TIME_UNIT = "ps"
-#: FrameBlock field -> (H5MD element name, unit).
-ELEMENTS = {
-    "positions": ("position", "nm"),
-    "velocities": ("velocity", "nm ps-1"),
-    "forces": ("force", "kJ mol-1 nm-1"),
-}
-
-COMPRESSIONS = ("none", "gzip", "lzf")
+#: Compression choices of ``--compression``; ``auto`` is none when lossless, else the
+#: default lossy codec.
+COMPRESSIONS = ("auto",) + tuple(CODECS)
+#: Codec of ``--compression auto`` with ``--precision``: byte shuffle + gzip, built into
+#: every HDF5 (integers on the grid compress to about the XTC's size).
+LOSSY_DEFAULT = ("gzip", 4)
 #: Target chunk size of ``--chunk-frames auto`` without a stripe size: h5py's default
 #: chunk cache (1 MiB), so a reader of one chunk keeps it cached.
 AUTO_CHUNK_BYTES = 1024**2
-
-#: HDF5 file-format bounds for new files. The 1.10 format indexes the chunks of fixed-size
-#: datasets with a fixed array; the older v1 B-tree index breaks parallel HDF5 1.10.8 on
-#: collective filtered writes of tens of thousands of chunks ("writev: Bad address" under
-#: OMPIO, a crash under ROMIO; seen with 58800 one-frame chunks). Files need HDF5 >= 1.10
-#: (2016) to be read.
-LIBVER = ("v110", "latest")
 #: Lustre requires stripe sizes that are multiples of 64 KiB.
 STRIPE_SIZE_UNIT = 64 * 1024
+#: Finest ``--precision`` (nm): below it float32 cannot resolve typical coordinates.
+FINEST_PRECISION = 1e-6
 
 _SIZE_SUFFIXES = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
 
@@ -66,6 +53,122 @@ def parse_size(text):
     return value
 
 
+@dataclass(frozen=True)
+class Encoding:
+    """How the values of one per-atom field are stored.
+
+    Lossless fields are floats in h5mdtool's unit. Lossy positions are stored as integers:
+    each value is rounded to the nearest multiple of ``step`` (h5mdtool units), and stored
+    as that multiple expressed in ``unit``, of which one is ``per_unit`` h5mdtool units.
+    Readers that apply the ``unit`` attribute (MDAnalysis does) get the rounded values back.
+    Lossy velocities and forces stay float32 in h5mdtool's unit, rounded to a multiple of a
+    power of two (``binary``): exact float32 values whose low mantissa bits are zero, which
+    a shuffle filter then compresses, and which every reader reads unchanged. Either way the
+    error is at most ``step / 2`` plus the rounding of the value read to float32.
+
+    Attributes
+    ----------
+    dtype : str
+    unit : str
+    step : float or None
+    per_unit : float
+    binary : bool
+    """
+
+    dtype: str
+    unit: str
+    step: float = None
+    per_unit: float = 1.0
+    binary: bool = False
+
+    @property
+    def lossy(self):
+        return self.step is not None
+
+    def encode(self, values):
+        """The stored form of *values* (h5mdtool units): a new array when lossy.
+
+        Raises
+        ------
+        InputError
+            If a rounded value does not fit the integer type.
+        """
+        if not self.lossy:
+            return values
+        grid = np.rint(np.asarray(values, np.float64) / self.step)
+        if self.binary:
+            return (grid * self.step).astype(self.dtype)
+        multiple = round(self.step / self.per_unit)
+        limit = np.iinfo(self.dtype).max // multiple
+        if grid.size and np.abs(grid).max() > limit:
+            raise InputError(
+                f"a value of {np.abs(values).max():.6g} does not fit {self.dtype} in {self.unit} "
+                f"at --precision {self.step:g}; use a coarser precision"
+            )
+        return (grid * multiple).astype(self.dtype)
+
+    def annotate(self, dataset):
+        """Record the grid on *dataset*: attribute ``precision`` (grid step, in *unit*)."""
+        if self.lossy:
+            dataset.attrs["precision"] = np.float64(self.step / self.per_unit)
+
+    def describe(self):
+        """JSON-friendly record, with the error bound in h5mdtool units."""
+        record = {"dtype": self.dtype, "unit": self.unit}
+        if self.lossy:
+            record.update(grid_step=self.step, max_error=self.step / 2,
+                          representation="float32 on a power-of-two grid" if self.binary else "integers")
+        return record
+
+
+#: Integer units for lossy positions: (unit, h5mdtool units per unit), coarsest first; each
+#: is in MDAnalysis's H5MD unit table.
+GRID_UNITS = {"positions": (("pm", 1e-3), ("fm", 1e-6))}
+FLOAT_UNITS = {"positions": "nm", "velocities": "nm ps-1", "forces": "kJ mol-1 nm-1"}
+
+
+def grid_step(precision):
+    """The decimal grid step (a power of ten, at most *precision*) lossy values are rounded to."""
+    return 10.0 ** -max(0, math.ceil(-math.log10(precision) - 1e-9))
+
+
+def grid_encoding(field, precision):
+    """The lossy :class:`Encoding` of *field* for *precision* (h5mdtool units).
+
+    Positions: integers on the decimal grid (:func:`grid_step`). Velocities and forces:
+    float32 on the power-of-two grid ``2**floor(log2(precision))``.
+
+    Raises
+    ------
+    UsageError
+        If *field* has no integer unit fine enough.
+    """
+    if field not in GRID_UNITS:
+        return Encoding("float32", FLOAT_UNITS[field], 2.0 ** math.floor(math.log2(precision)), binary=True)
+    step = grid_step(precision)
+    for unit, per_unit in GRID_UNITS[field]:
+        if step >= per_unit * (1 - 1e-9):
+            return Encoding("int32", unit, step, per_unit)
+    raise UsageError(f"a precision of {precision:g} is finer than h5mdtool stores {field} lossily")
+
+
+def check_precision(value, option):
+    """*value* if it is a finite number >= :data:`FINEST_PRECISION` (or None).
+
+    Raises
+    ------
+    UsageError
+        Otherwise, naming *option*.
+    """
+    if value is None:
+        return None
+    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            and value >= FINEST_PRECISION):
+        raise UsageError(f"{option} must be a finite number >= {FINEST_PRECISION:g} (finer is below "
+                         f"float32's resolution for typical values), got {value}")
+    return float(value)
+
+
 @dataclass
 class Layout:
     """How the per-atom datasets (position, velocity, force values) are stored.
@@ -76,64 +179,69 @@ class Layout:
         Frames per chunk; chunks are ``(chunk_frames, n_atoms, 3)``, whole frames only.
         ``"auto"`` picks the count with :meth:`plan_chunks` once the atom count is known.
     contiguous : bool
-        Store without chunks (uncompressed only).
-    compression : {"none", "gzip", "lzf"}
+        Store without chunks (uncompressed, lossless only).
+    compression : str
+        A name of :data:`h5mdtool.codecs.CODECS`, or ``auto`` (default): none when lossless,
+        else :data:`LOSSY_DEFAULT`.
     compression_level : int, optional
-        gzip level 0-9 (default 4 when gzip is used).
+        The codec's level (gzip 0-9, default 4; zstd 1-22, default 3; blosc2 0-9, default 5).
     shuffle : bool, optional
         Byte shuffle before compression; defaults to on when compressing.
     stripe_count, stripe_size : int, optional
         Lustre striping asked for the output file (stripe size in bytes).
     precision : float, optional
-        Lossy positions: absolute error at most ``precision / 2`` nm per coordinate (plus the
-        float32 rounding of the decoded value), with HDF5's built-in scale-offset filter.
+        Lossy positions: rounded to a decimal grid step of at most *precision* nm (error at
+        most ``precision / 2``), stored as integers (see :class:`Encoding`).
     """
 
     chunk_frames: int = 1
     contiguous: bool = False
-    compression: str = "none"
+    compression: str = "auto"
     compression_level: int = None
     shuffle: bool = None
     stripe_count: int = None
     stripe_size: int = None
     precision: float = None
+    velocity_precision: float = None
+    force_precision: float = None
+    precision_source: str = None
     chunk_reason: str = None
     alignment: int = None
     alignment_reason: str = None
 
     def __post_init__(self):
         if self.compression is None:
-            self.compression = "none"
+            self.compression = "auto"
         if self.compression not in COMPRESSIONS:
             raise UsageError(
                 f"unknown compression {self.compression!r}; choose one of {', '.join(COMPRESSIONS)}"
             )
         if self.chunk_frames != "auto" and (
-            not isinstance(self.chunk_frames, (int, np.integer)) or self.chunk_frames < 1
+            isinstance(self.chunk_frames, bool)
+            or not isinstance(self.chunk_frames, (int, np.integer)) or self.chunk_frames < 1
         ):
             raise UsageError(f"--chunk-frames must be a whole number >= 1 or 'auto', got {self.chunk_frames!r}")
-        if self.precision is not None:
-            if not 1e-6 <= self.precision:
-                raise UsageError(
-                    f"--precision must be at least 1e-6 nm (finer is below float32's resolution "
-                    f"for typical coordinates), got {self.precision}"
-                )
-            if self.contiguous:
-                raise UsageError("--precision needs chunked storage; drop --contiguous")
+        if self.precision != "xtc":
+            self.precision = check_precision(self.precision, "--precision (nm)")
+        self.velocity_precision = check_precision(self.velocity_precision, "--velocity-precision (nm/ps)")
+        self.force_precision = check_precision(self.force_precision, "--force-precision (kJ/(mol nm))")
+        if self.contiguous and any(p is not None for p in (self.precision, self.velocity_precision,
+                                                           self.force_precision)):
+            raise UsageError("lossy storage pays only with compression, which needs chunks; drop --contiguous")
+        if self.compression == "auto":
+            lossy = any(p is not None for p in (self.precision, self.velocity_precision, self.force_precision))
+            self.compression = LOSSY_DEFAULT[0] if lossy else "none"
+            if self.compression == "gzip" and self.compression_level is None:
+                self.compression_level = LOSSY_DEFAULT[1]
+        chosen = codec(self.compression)
         compressed = self.compression != "none"
         if self.contiguous and compressed:
             raise UsageError("--contiguous stores data uncompressed; drop --compression or --contiguous")
-        if self.compression_level is not None:
-            if self.compression != "gzip":
-                raise UsageError("--compression-level applies to gzip only")
-            if not 0 <= self.compression_level <= 9:
-                raise UsageError(f"gzip level must be 0-9, got {self.compression_level}")
-        elif self.compression == "gzip":
-            self.compression_level = 4
+        self.compression_level = chosen.check_level(self.compression_level)
         if self.shuffle and not compressed:
-            raise UsageError("--shuffle only applies together with --compression gzip or lzf")
+            raise UsageError("--shuffle only applies together with --compression")
         if self.shuffle is None:
-            self.shuffle = compressed
+            self.shuffle = compressed and chosen.byte_shuffle
         if self.stripe_size is not None:
             self.stripe_size = parse_size(self.stripe_size)
             if self.stripe_size % STRIPE_SIZE_UNIT:
@@ -155,41 +263,60 @@ class Layout:
         UsageError
             For lzf with more than one rank.
         """
-        if n_ranks > 1 and self.compression == "lzf":
+        if n_ranks > 1 and not codec(self.compression).parallel:
             raise UsageError(
-                "lzf cannot be written in parallel (parallel HDF5 corrupts chunks that lzf "
-                "leaves uncompressed); use --compression gzip, or run on one rank"
+                f"{self.compression} cannot be written in parallel (parallel HDF5 corrupts chunks that "
+                f"{self.compression} leaves uncompressed); use --compression gzip or zstd, or run on one rank"
             )
 
     @property
     def filtered(self):
         """True when the value datasets go through an HDF5 filter (collective writes only)."""
-        return self.compression != "none" or self.precision is not None
+        return self.compression != "none"
 
-    @property
-    def scaleoffset_digits(self):
-        """Decimal digits kept for :attr:`precision` (nm): the grid step ``10**-digits <= precision``."""
-        if self.precision is None:
-            return None
-        return max(0, math.ceil(-math.log10(self.precision) - 1e-9))
+    def resolve_precision(self, index):
+        """Turn ``precision="xtc"`` into the XTC inputs' own grid step (nm), checked exact.
+
+        Raises
+        ------
+        UsageError
+            If an input is not an XTC with compressed coordinates, the inputs' precisions
+            differ, or their grid is not a whole number of the stored integer unit.
+        """
+        if self.precision != "xtc":
+            return self
+        precisions = set()
+        for segment in index.segments:
+            values = segment.details.get("precision") if segment.format == "XTC" else None
+            if values is None:
+                raise UsageError(f"--precision xtc keeps an XTC's own grid, but {segment.path} is not an XTC "
+                                 "with compressed coordinates; give --precision in nm")
+            precisions.update(np.unique(values[segment.skip:]).tolist())
+        if len(precisions) != 1:
+            raise UsageError(f"--precision xtc: the inputs were written at several precisions "
+                             f"({', '.join(f'{p:g}' for p in sorted(precisions))}); give --precision in nm")
+        per_nm = precisions.pop()
+        step = 1.0 / per_nm
+        ratio = step / grid_step(step)
+        if abs(ratio - round(ratio)) > 1e-6:
+            raise UsageError(f"--precision xtc: the XTC grid of 1/{per_nm:g} nm is not a whole number of "
+                             "the integer unit h5mdtool stores; give --precision in nm")
+        self.precision = step
+        self.precision_source = f"xtc (precision {per_nm:g} per nm: the XTC's integers kept exactly)"
+        return self
 
     @property
     def stored_precision(self):
-        """The grid step positions are rounded to (nm); errors are at most half of it."""
-        digits = self.scaleoffset_digits
-        return None if digits is None else 10.0 ** -digits
+        """The grid step lossy positions are rounded to (nm), or None when lossless."""
+        return None if self.precision is None else grid_step(self.precision)
 
-    def quantize(self, positions):
-        """Round *positions* (nm, float32, in place) to the nearest multiple of the grid step.
-
-        HDF5's scale-offset filter alone does not round to the nearest step: measured here,
-        it erred by up to a whole step (0.000998 nm with 3 digits). Values already on the
-        grid pass through it unchanged (to float32 rounding), so rounding them first makes
-        the error bound ``step / 2`` hold while the filter packs them as small integers.
-        """
-        step = self.stored_precision
-        np.multiply(np.rint(positions / np.float64(step)), step, out=positions, casting="unsafe")
-        return positions
+    def encoding(self, field, dtype="float32"):
+        """The :class:`Encoding` of per-atom *field*; lossless floats are of *dtype*."""
+        precision = {"positions": self.precision, "velocities": self.velocity_precision,
+                     "forces": self.force_precision}[field]
+        if precision is not None:
+            return grid_encoding(field, precision)
+        return Encoding(str(np.dtype(dtype)), FLOAT_UNITS[field])
 
     def plan_chunks(self, n_frames, n_atoms):
         """Resolve ``chunk_frames="auto"`` and the stripe alignment for *n_atoms* atoms.
@@ -245,14 +372,27 @@ class Layout:
             return None
         return (max(1, min(self.chunk_frames, n_frames)), n_atoms, 3)
 
-    def dataset_options(self, n_frames, n_atoms):
-        """Keyword arguments for ``h5py.Group.create_dataset`` of a per-atom value dataset."""
-        options = {"chunks": self.chunk_shape(n_frames, n_atoms), "fill_time": "never"}
+    def dataset_options(self, n_frames, n_atoms, encoding=None, parallel=False):
+        """Keyword arguments for ``h5py.Group.create_dataset`` of a per-atom value dataset.
+
+        Parameters
+        ----------
+        n_frames, n_atoms : int
+        encoding : Encoding, optional
+        parallel : bool
+            Written with MPI-IO: chunks are never filled at creation (HDF5 < 1.13 would
+            write each twice). Serial files keep HDF5's default fill time: ``never`` there
+            loses the data of a one-chunk dataset larger than the chunk cache (HDF5 1.10.8).
+        """
+        options = {"chunks": self.chunk_shape(n_frames, n_atoms)}
+        if parallel:
+            options["fill_time"] = "never"
         if self.compression != "none":
-            options["compression"] = self.compression
-            if self.compression == "gzip":
-                options["compression_opts"] = self.compression_level
-            options["shuffle"] = self.shuffle
+            import h5py
+
+            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+            codec(self.compression).set_on(dcpl, self.compression_level, self.shuffle)
+            options["dcpl"] = dcpl
         return options
 
     def mpi_hints(self):
@@ -265,123 +405,14 @@ class Layout:
         return hints
 
     def describe(self):
-        return asdict(self)
-
-
-def _string_array(values):
-    import h5py
-
-    return np.array(values, dtype=h5py.string_dtype())
-
-
-def write_h5md_metadata(h5file, creator_version, author=None):
-    """Write the ``/h5md`` group: version, author, creator and the units module."""
-    root = h5file.create_group("h5md")
-    root.attrs["version"] = np.array(H5MD_VERSION, dtype=np.int32)
-    author_group = root.create_group("author")
-    author_group.attrs["name"] = author or _default_author()
-    creator = root.create_group("creator")
-    creator.attrs["name"] = "h5mdtool"
-    creator.attrs["version"] = creator_version
-    units = root.create_group("modules/units")
-    units.attrs["version"] = np.array(UNITS_MODULE_VERSION, dtype=np.int32)
-    units.attrs["system"] = "SI"
-
-
-def _default_author():
-    try:
-        return getpass.getuser()
-    except Exception:  # noqa: BLE001 - no user name is not an error
-        return "unknown"
-
-
-def create_trajectory(h5file, n_frames, n_atoms, fields, periodic, layout):
-    """Create ``/particles/trajectory`` for *n_frames* frames of *n_atoms* atoms.
-
-    Parameters
-    ----------
-    h5file : h5py.File
-    n_frames, n_atoms : int
-    fields : sequence of str
-        FrameBlock fields to store (``positions`` first, then velocities, forces).
-    periodic : bool
-        Write ``box/edges`` and periodic boundaries; else boundaries ``none``.
-    layout : Layout
-
-    Returns
-    -------
-    dict
-        Datasets by FrameBlock name: the fields, ``step``, ``time`` and ``edges`` if periodic.
-    """
-    # Creation order: MDAnalysis reads the first group listed under /particles, which must
-    # stay `trajectory` even when other particle groups are added later (relayout).
-    group = h5file.create_group("particles", track_order=True).create_group("trajectory")
-    box = group.create_group("box")
-    box.attrs["dimension"] = np.int32(3)
-    box.attrs["boundary"] = _string_array(["periodic" if periodic else "none"] * 3)
-
-    small = {"fill_time": "never"}
-    datasets = {}
-    owner = None
-    for name in fields:
-        element, unit = ELEMENTS[name]
-        options = layout.dataset_options(n_frames, n_atoms)
-        if name == "positions" and layout.precision is not None:
-            options["scaleoffset"] = layout.scaleoffset_digits
-        value = group.create_dataset(
-            f"{element}/value", shape=(n_frames, n_atoms, 3), dtype=np.float32, **options
-        )
-        value.attrs["unit"] = unit
-        if "scaleoffset" in options:
-            # absolute error bound of the stored values is precision / 2 (in `unit`)
-            value.attrs["precision"] = np.float64(layout.stored_precision)
-        datasets[name] = value
-        if owner is None:
-            owner = element
-            datasets["step"] = group.create_dataset(f"{element}/step", shape=(n_frames,), dtype=np.int64, **small)
-            datasets["time"] = group.create_dataset(f"{element}/time", shape=(n_frames,), dtype=np.float64, **small)
-            datasets["time"].attrs["unit"] = TIME_UNIT
-        else:
-            _link_step_time(group[element], group[owner])
-    if periodic:
-        edges = box.create_dataset("edges/value", shape=(n_frames, 3, 3), dtype=np.float32, **small)
-        edges.attrs["unit"] = LENGTH_UNIT
-        datasets["edges"] = edges
-        _link_step_time(box["edges"], group[owner])
-    return datasets
-
-
-def _link_step_time(target, source):
-    """Hard-link ``step`` and ``time`` of element group *target* to those of *source*."""
-    target["step"] = source["step"]
-    target["time"] = source["time"]
-
-
-def write_provenance(h5file, record):
-    """Write ``/parameters/h5mdtool``: a few readable attributes and the full JSON record."""
-    group = h5file.require_group(PROVENANCE)
-    for key in ("command", "created", "h5mdtool_version"):
-        if key in record:
-            group.attrs[key] = str(record[key])
-    if "n_ranks" in record:
-        group.attrs["n_ranks"] = np.int32(record["n_ranks"])
-    group.attrs["json"] = json.dumps(record, sort_keys=True, default=_json_default)
-
-
-def read_provenance(h5file):
-    """Return the JSON provenance record of an h5mdtool file, or None."""
-    try:
-        text = h5file[PROVENANCE].attrs["json"]
-    except (KeyError, TypeError):
-        return None
-    if isinstance(text, bytes):
-        text = text.decode()
-    return json.loads(text)
-
-
-def _json_default(value):
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    return str(value)
+        """JSON-friendly record of every layout choice, with the encodings of lossy fields."""
+        record = asdict(self)
+        if self.precision is not None and self.precision != "xtc":
+            encoding = self.encoding("positions")
+            record["positions_encoding"] = {"dtype": encoding.dtype, "unit": encoding.unit,
+                                            "grid_step_nm": encoding.step, "max_error_nm": encoding.step / 2}
+        for field in ("velocities", "forces"):
+            encoding = self.encoding(field)
+            if encoding.lossy:
+                record[f"{field}_encoding"] = encoding.describe()
+        return record

@@ -213,7 +213,11 @@ _abort_cleanups = []
 
 @contextlib.contextmanager
 def cleanup_on_abort(callback):
-    """Run *callback* (no arguments, idempotent) if the block fails or the job aborts in it.
+    """Run *callback* if the block fails, the job aborts or a signal stops it in the block.
+
+    *callback* takes no arguments, must be idempotent and safe to run from another thread
+    (the signal watcher of :mod:`h5mdtool.interrupts`) and on several ranks at once, and
+    returns true when it removed something.
 
     The callback runs before an exception leaves the block, so it also runs when the
     exception goes on to abort the job in :func:`entry_point`.
@@ -227,6 +231,23 @@ def cleanup_on_abort(callback):
         raise
     finally:
         _abort_cleanups.remove(callback)
+
+
+def run_abort_cleanups():
+    """Run every registered clean-up once (they are idempotent); never raises.
+
+    Returns
+    -------
+    tuple of bool
+        Whether a callback reported that it removed something (returned true), and whether
+        any callback was registered.
+    """
+    callbacks = list(_abort_cleanups)
+    removed = False
+    for callback in callbacks:
+        with contextlib.suppress(Exception):
+            removed = bool(callback()) or removed
+    return removed, bool(callbacks)
 
 
 def describe(error):
@@ -243,13 +264,14 @@ def debug_enabled():
 
 def abort(comm, error):
     """Report *error* with this rank's number, clean up, and end every rank of the job."""
+    from .interrupts import settle
+
+    settle()  # after a signal, the signal is the news (the command line handles it)
     sys.stderr.write(f"error: rank {comm.rank}: {describe(error)}\n")
     if debug_enabled():
         traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
     sys.stderr.flush()
-    for callback in list(_abort_cleanups):
-        with contextlib.suppress(Exception):
-            callback()
+    run_abort_cleanups()
     exit_code = getattr(error, "exit_code", 1)
     comm.Abort(exit_code)
 

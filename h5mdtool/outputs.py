@@ -1,11 +1,21 @@
-"""Safe outputs: refuse to clobber, write under a temporary name, publish by rename."""
+"""Safe outputs: refuse to clobber, write under a temporary name, publish by rename.
 
+Temporaries are hidden names in the directory of the output (so publishing is a rename on
+one file system). They are removed on failure and on signals (:mod:`h5mdtool.interrupts`);
+publishing and creating them hold the interrupt lock, so a signal never leaves one behind
+nor publishes a half-cleaned one.
+"""
+
+import contextlib
+import functools
+import glob
 import os
 import shutil
 import sys
 import uuid
 
 from .errors import OutputError
+from .interrupts import exclusive
 
 
 def _same_file(a, b):
@@ -35,21 +45,77 @@ def check_output_file(path, inputs=(), force=False):
     _check_writable_directory(os.path.dirname(os.path.abspath(path)))
 
 
-def check_output_directory(path, force=False):
-    """Check that *path* may be filled as a new output directory.
+def check_output_directory(path, inputs=(), force=False):
+    """Check, before any work, that *path* may receive the files of a split.
+
+    An existing empty directory is written into (it keeps its permissions, group and
+    file-system striping); a symbolic link to a directory counts as that directory.
+
+    Parameters
+    ----------
+    path : str
+    inputs : sequence of str
+        Input files, which must not be inside *path* (by any name: symbolic links are
+        resolved and hard links compared by inode), since ``force`` removes its contents.
+    force : bool
+        Allow a non-empty directory (its contents are replaced when the new files are ready).
+
+    Returns
+    -------
+    bool
+        Whether the directory exists already.
 
     Raises
     ------
     OutputError
-        If *path* is a file, a non-empty directory without *force*, or cannot be created.
+        If *path* is a dangling symbolic link, not a directory, a non-empty directory without
+        *force*, not writable, or holds one of *inputs*; or its parent is missing or not
+        writable when it does not exist yet.
     """
-    path = os.fspath(path)
+    path = os.path.abspath(os.fspath(path))
+    if os.path.islink(path) and not os.path.exists(path):
+        raise OutputError(f"{path}: is a symbolic link to {os.readlink(path)}, which does not exist")
     if os.path.exists(path) and not os.path.isdir(path):
         raise OutputError(f"{path}: exists and is not a directory")
-    if os.path.isdir(path) and os.listdir(path) and not force:
+    if not os.path.isdir(path):
+        _check_writable_directory(os.path.dirname(path))
+        return False
+    _check_inputs_outside(path, inputs)
+    if os.listdir(path) and not force:
         raise OutputError(f"{path}: directory is not empty; pass --force to replace its contents")
-    parent = os.path.dirname(os.path.abspath(path))
-    _check_writable_directory(parent)
+    _check_writable_directory(path)
+    return True
+
+
+def _check_inputs_outside(directory, inputs):
+    """Refuse inputs that live in *directory* under any name (symbolic or hard links)."""
+    real_directory = os.path.realpath(directory)
+    identities = {}
+    for source in inputs:
+        real = os.path.realpath(source)
+        if os.path.commonpath([real, real_directory]) == real_directory:
+            raise OutputError(
+                f"{source} is inside the output directory {directory} (as {real}); "
+                "choose another output directory"
+            )
+        with contextlib.suppress(OSError):
+            stat = os.stat(source)
+            identities[(stat.st_dev, stat.st_ino)] = source
+    if not identities:
+        return
+    for root, directories, files in os.walk(directory):
+        for name in files + directories:
+            entry = os.path.join(root, name)
+            try:
+                stat = os.lstat(entry)
+            except OSError:
+                continue
+            source = identities.get((stat.st_dev, stat.st_ino))
+            if source is not None:
+                raise OutputError(
+                    f"{source} is the same file as {entry} in the output directory; "
+                    "choose another output directory"
+                )
 
 
 def _check_writable_directory(directory):
@@ -59,28 +125,135 @@ def _check_writable_directory(directory):
         raise OutputError(f"{directory}: output directory is not writable")
 
 
+#: Names handed out by :func:`temporary_name` and neither published nor removed yet; a
+#: signal removes them (:func:`remove_pending_temporaries`), whoever wrote them.
+_pending = set()
+
+
 def temporary_name(path):
-    """A unique hidden name beside *path*, in the same directory (so rename is atomic)."""
+    """A unique hidden name beside *path*, in the same directory (so rename is atomic).
+
+    Until :func:`publish` or :func:`remove_quietly` is called with it, the name is pending:
+    if the command line is stopped by a signal, the file there is removed.
+    """
     directory, name = os.path.split(os.path.abspath(path))
-    return os.path.join(directory, f".{name}.h5mdtool-{uuid.uuid4().hex[:12]}.tmp")
+    temporary = os.path.join(directory, f".{name}.h5mdtool-{uuid.uuid4().hex[:12]}.tmp")
+    _pending.add(temporary)
+    return temporary
+
+
+def remove_pending_temporaries():
+    """Remove every pending temporary (see :func:`temporary_name`); never raises.
+
+    Returns
+    -------
+    tuple of bool
+        Whether this call claimed one of them, and whether any was pending.
+    """
+    names = list(_pending)
+    claimed = False
+    for name in names:
+        claimed = remove_quietly(name) or claimed
+    return claimed, bool(names)
+
+
+#: Suffix of a temporary claimed for removal by one process (followed by its id).
+CLAIMED = ".removing-"
+
+
+def hidden_directory_inside(directory):
+    """A unique hidden name inside *directory*, for files built before they are published."""
+    return os.path.join(os.path.abspath(directory), f".h5mdtool-{uuid.uuid4().hex[:12]}.tmp")
 
 
 def remove_quietly(path):
-    """Remove a file or directory tree if it exists; never raises."""
+    """Remove a file or directory tree if it exists; never raises.
+
+    Safe when several processes (the ranks of a job) try at once: the path is first claimed
+    by an atomic rename to a name of this process, so exactly one of them removes it and
+    none can remove what another has since renamed into place. Claimed names that other
+    processes left (killed while removing) are removed too.
+
+    Returns
+    -------
+    bool
+        True when this call claimed *path* and removed it.
+    """
+    path = os.path.abspath(os.fspath(path))
+    _pending.discard(path)
+    claimed = f"{path}{CLAIMED}{os.getpid()}-{uuid.uuid4().hex[:6]}"
     try:
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        elif os.path.lexists(path):
-            os.remove(path)
+        os.rename(path, claimed)
+        mine = True
+    except FileNotFoundError:
+        mine = False
     except OSError:
-        pass
+        claimed, mine = path, True  # cannot rename this entry: remove it in place
+    for entry in ([claimed] if mine else []) + glob.glob(glob.escape(path) + CLAIMED + "*"):
+        try:
+            if os.path.isdir(entry) and not os.path.islink(entry):
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                os.remove(entry)
+        except OSError:
+            pass
+    return mine and not os.path.lexists(claimed)
 
 
 def publish(temporary, final):
-    """Move a completed *temporary* file or directory to *final*, replacing what is there."""
-    if os.path.isdir(temporary) and os.path.isdir(final):
-        shutil.rmtree(final)
-    os.replace(temporary, final)
+    """Move a completed *temporary* file to *final* (atomic rename), replacing what is there.
+
+    Raises
+    ------
+    h5mdtool.interrupts.Interrupted
+        If a signal was received: nothing is published then.
+    """
+    with exclusive():
+        os.replace(temporary, final)
+        _pending.discard(os.path.abspath(temporary))
+
+
+def publish_into(temporary, directory, names, replace=False):
+    """Move the files *names* from the hidden directory *temporary* into *directory*.
+
+    They are moved in the order given (put the file that announces the others, such as a
+    manifest, last), then *temporary* is removed. With *replace*, what *directory* held
+    before is set aside first and removed once the new files are in place. If a move fails,
+    the files already moved are removed and what was set aside is put back, so *directory*
+    is left as it was.
+
+    Raises
+    ------
+    OutputError
+        If the files cannot be moved (for example because another rank, stopped by a
+        signal, removed *temporary*).
+    h5mdtool.interrupts.Interrupted
+        If a signal was received: nothing is published then.
+    """
+    directory = os.path.abspath(directory)
+    temporary = os.path.abspath(temporary)
+    with exclusive():
+        aside = os.path.join(temporary, ".replaced")
+        old = []
+        moved = []
+        try:
+            if replace:
+                os.mkdir(aside)
+                for name in os.listdir(directory):
+                    if os.path.join(directory, name) != temporary:
+                        os.rename(os.path.join(directory, name), os.path.join(aside, name))
+                        old.append(name)
+            for name in names:
+                os.rename(os.path.join(temporary, name), os.path.join(directory, name))
+                moved.append(name)
+        except OSError as error:
+            for name in moved:
+                remove_quietly(os.path.join(directory, name))
+            for name in old:
+                with contextlib.suppress(OSError):
+                    os.rename(os.path.join(aside, name), os.path.join(directory, name))
+            raise OutputError(f"{directory}: cannot move the finished files into place ({error})") from None
+        remove_quietly(temporary)
 
 
 def lfs_setstripe(path, stripe_count=None, stripe_size=None):
@@ -114,6 +287,21 @@ def lfs_setstripe(path, stripe_count=None, stripe_size=None):
     return "applied"
 
 
+@functools.lru_cache(maxsize=None)
+def _fallocate():
+    """libc's ``fallocate``, looked up once (``find_library`` runs ``ldconfig`` in a child
+    process: 12 ms, and a fork of an MPI process, for every part of a split)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        fallocate = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).fallocate
+    except (OSError, AttributeError):
+        return None
+    fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    return fallocate
+
+
 def preallocate(path, nbytes):
     """Reserve the first *nbytes* of *path* on disk with Linux ``fallocate(2)`` (mode 0).
 
@@ -129,17 +317,11 @@ def preallocate(path, nbytes):
     bool
         Whether the space was reserved.
     """
-    import ctypes
-    import ctypes.util
-
     if nbytes <= 0 or not sys.platform.startswith("linux"):
         return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        fallocate = libc.fallocate
-    except (OSError, AttributeError):
+    fallocate = _fallocate()
+    if fallocate is None:
         return False
-    fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
     try:
         descriptor = os.open(path, os.O_WRONLY)
     except OSError:
@@ -148,3 +330,30 @@ def preallocate(path, nbytes):
         return fallocate(descriptor, 0, 0, int(nbytes)) == 0
     finally:
         os.close(descriptor)
+
+
+#: Linux ioctl that shares a file's blocks with another (copy-on-write file systems: XFS, Btrfs).
+FICLONE = 0x40049409
+
+
+def clone_file(source, destination):
+    """Copy *source* to the new file *destination*, sharing blocks where the file system can.
+
+    A reflink (``FICLONE``) is instant on copy-on-write file systems; elsewhere the data are
+    copied by the kernel (``copy_file_range``/``sendfile`` through :func:`shutil.copyfile`).
+
+    Returns
+    -------
+    str
+        ``"reflink"`` or ``"copy"``.
+    """
+    import fcntl
+
+    with open(source, "rb") as src, open(destination, "wb") as dst:
+        try:
+            fcntl.ioctl(dst.fileno(), FICLONE, src.fileno())
+            return "reflink"
+        except OSError:
+            pass
+    shutil.copyfile(source, destination)
+    return "copy"

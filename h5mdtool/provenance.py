@@ -17,6 +17,17 @@ def command_line(argv=None):
     return shlex.join(argv)
 
 
+def library_text(text):
+    """*text* from a C library, made printable: NUL terminators and surrounding blanks removed.
+
+    Open MPI's ``MPI_Get_library_version`` string ends with its C terminator (mpi4py passes
+    the whole buffer through), which would otherwise end up in JSON and HDF5 attributes.
+    """
+    if text is None:
+        return None
+    return str(text).replace("\x00", "").strip()
+
+
 def software_versions():
     """Versions of h5mdtool and the libraries that shape its output."""
     import h5py
@@ -35,7 +46,7 @@ def software_versions():
     mpi4py = sys.modules.get("mpi4py")
     if mpi4py is not None:
         versions["mpi4py"] = mpi4py.__version__
-        versions["MPI"] = mpi_library_version()
+        versions["MPI"] = library_text(mpi_library_version())
     return versions
 
 

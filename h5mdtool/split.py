@@ -1,14 +1,22 @@
 """``h5mdtool split``: one trajectory into N balanced part files plus a manifest.
 
-Rank 0 scans the inputs (frame counts, XTC/TRR byte offsets) and broadcasts the plan.
-Parts are balanced contiguous frame ranges; each rank writes a balanced contiguous run of
-parts (a rank may write several parts or none). With ``--format same`` frames are never
-decoded: XTC and TRR parts are the source's bytes for their frames, DCD parts a patched
-copy of the source header followed by the source's frame records. With ``--format h5md``
-each part is an H5MD file written by its rank alone. Parts go into a temporary directory
-beside the output, which rank 0 renames into place once every rank succeeded.
+Rank 0 checks the output directory and the options, scans the inputs (frame counts,
+XTC/TRR byte offsets, DCD headers) and broadcasts the plan. Parts are balanced contiguous
+frame ranges; each rank writes a balanced contiguous run of parts (a rank may write several
+parts or none, and still takes part in every collective call). With ``--format same``
+frames are never decoded: XTC and TRR parts are the source's bytes for their frames, DCD
+parts the header of the segment they come from, with the frame count and first step
+patched, followed by the source's frame records. With ``--format h5md`` each part is an
+H5MD file written by its rank alone.
+
+Parts are built in a hidden directory inside the output directory (created when missing),
+so they get the directory's group, permissions and file-system striping, and are moved
+into place by rank 0 once every rank succeeded, the manifest last. On failure or on a signal
+the hidden directory is removed, and the output directory too if this run created it.
 """
 
+import contextlib
+import functools
 import os
 import struct
 import time
@@ -17,26 +25,101 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .convert import ConvertPlan, write_h5md_file
-from .errors import InputError, UsageError
+from .errors import InputError, OutputError, UsageError
+from .interrupts import exclusive
 from .layout import Layout
-from .manifest import MANIFEST_KIND, MANIFEST_VERSION, write_manifest
-from .mpi import (
-    SerialComm,
-    agree,
-    balanced_slices,
-    capture_errors,
-    cleanup_on_abort,
-    entry_point,
-    root_call,
-)
-from .outputs import check_output_directory, preallocate, publish, remove_quietly, temporary_name
+from .manifest import MANIFEST_KIND, MANIFEST_NAME, write_manifest
+from .mpi import SerialComm, agree, balanced_slices, capture_errors, cleanup_on_abort, entry_point, root_call
+from .outputs import check_output_directory, hidden_directory_inside, preallocate, publish_into, remove_quietly
 from .progress import progress_bar
 from .provenance import base_record
-from .sources import detect_format, scan
+from .formats import check_trajectory, detect_format, scan
+from .testhooks import delay
 
+#: Version of the manifest this module writes (2: parts carry their first and last step and
+#: time, and the manifest lists what was dropped).
+MANIFEST_VERSION = 2
 FORMATS = ("same", "h5md")
 EXTENSIONS = {"XTC": ".xtc", "TRR": ".trr", "DCD": ".dcd", "H5MD": ".h5md"}
 COPY_BUFFER = 16 * 1024**2
+
+#: Options that shape H5MD parts only (keywords of :func:`split`).
+H5MD_PART_OPTIONS = ("chunk_frames", "contiguous", "compression", "compression_level", "shuffle",
+                     "precision", "velocity_precision", "force_precision", "velocities", "forces")
+FLAGS = ("shuffle", "velocities", "forces")  # --NAME/--no-NAME
+LAYOUT_KEYWORDS = ("chunk_frames", "contiguous", "compression", "compression_level", "shuffle", "precision",
+                   "velocity_precision", "force_precision")
+
+
+@dataclass
+class DCDHeader:
+    """The header of one DCD segment, as raw bytes, and what copying its frames needs."""
+
+    path: str
+    order: str  # struct byte order: "<" or ">"
+    raw: bytes
+    frame_size: int
+    n_atoms: int
+
+    #: Control words (ICNTRL, 20 int32 after "CORD") that name a property of the frames.
+    WORDS = {2: "frame interval (NSAVC)", 8: "fixed atoms", 9: "timestep (DELTA)",
+             10: "unit-cell flag", 11: "4th dimension flag", 19: "CHARMM version"}
+    #: Control words that count frames or steps of one file: NSET, ISTART, NSTEP.
+    PER_FILE = (0, 1, 3)
+
+    @property
+    def header_size(self):
+        return len(self.raw)
+
+    def word(self, number):
+        """Raw bytes of control word *number* (0-based)."""
+        return self.raw[8 + 4 * number: 12 + 4 * number]
+
+    def differences(self, other):
+        """What the frames of *other* do not share with this header (empty when compatible)."""
+        if self.order != other.order:
+            return ["byte order"]
+        found = [] if self.n_atoms == other.n_atoms else ["atom count"]
+        for number in range(20):
+            if number not in self.PER_FILE and self.word(number) != other.word(number):
+                found.append(self.WORDS.get(number, f"control word {number + 1}"))
+        if not found and self.frame_size != other.frame_size:
+            found.append("frame size")
+        return found
+
+
+def read_dcd_header(path):
+    """Read the header of a DCD that can be split by copying frame records.
+
+    Raises
+    ------
+    InputError
+        For DCDs with fixed atoms (their first frame is stored differently from the others)
+        or 4 dimensions, and for files that are not CHARMM/NAMD DCDs.
+    """
+    from MDAnalysis.lib.formats.libdcd import DCDFile
+
+    with open(path, "rb") as handle:
+        head = handle.read(92)
+    if len(head) < 92:
+        raise InputError(f"{path}: too short for a DCD header")
+    order = "<" if struct.unpack("<i", head[:4])[0] == 84 else ">"
+    if struct.unpack(order + "i", head[:4])[0] != 84 or head[4:8] != b"CORD":
+        raise InputError(f"{path}: not a CHARMM/NAMD DCD header")
+    fixed_atoms = struct.unpack(order + "i", head[40:44])[0]
+    if fixed_atoms:
+        raise InputError(
+            f"{path}: DCD with {fixed_atoms} fixed atoms: its first frame is stored differently "
+            "from the others, so it cannot be split by copying frames; use --format h5md"
+        )
+    with DCDFile(path) as dcd:
+        header_size, frame_size = int(dcd._header_size), int(dcd._framesize)
+        n_atoms = int(dcd.header["natoms"])
+        if dcd.ndims != 3 or dcd._firstframesize != dcd._framesize:
+            raise InputError(f"{path}: DCD variant that cannot be split by copying frames; use --format h5md")
+    with open(path, "rb") as handle:
+        raw = handle.read(header_size)
+    return DCDHeader(path=path, order=order, raw=raw, frame_size=frame_size, n_atoms=n_atoms)
 
 
 @dataclass
@@ -47,9 +130,13 @@ class SplitPlan:
     parts: list  # (start, stop) frame ranges
     names: list
     part_format: str
-    temporary: str
     output: str
+    output_existed: bool
+    temporary: str
+    force: bool = False
     layout: object = None
+    fields: tuple = ("positions",)
+    dcd_headers: dict = field(default_factory=dict)  # segment number -> DCDHeader
     record: dict = field(default_factory=dict)
 
 
@@ -58,65 +145,141 @@ def _part_names(n_parts, extension):
     return [f"part-{number:0{width}d}{extension}" for number in range(1, n_parts + 1)]
 
 
-def _plan(comm, inputs, outdir, nparts, *, part_format, on_overlap, force, layout, command):
-    """Rank 0: check the output directory and the inputs; choose the parts."""
+def _option_name(name, value):
+    """The command-line spelling of keyword *name* given as *value*."""
+    flag = name.replace("_", "-")
+    return f"--no-{flag}" if name in FLAGS and value is False else f"--{flag}"
+
+
+def _checked_layout(part_format, nparts, options):
+    """Refuse options that cannot be honoured (before any work); the layout of H5MD parts.
+
+    Returns
+    -------
+    Layout or None
+        None for ``format="same"``.
+    """
     if part_format not in FORMATS:
         raise UsageError(f"--format must be one of {', '.join(FORMATS)}, got {part_format!r}")
-    if not isinstance(nparts, (int, np.integer)) or nparts < 1:
+    if isinstance(nparts, bool) or not isinstance(nparts, (int, np.integer)) or nparts < 1:
         raise UsageError(f"--nparts must be a whole number >= 1, got {nparts!r}")
-    check_output_directory(outdir, force)
-    for source in inputs:
-        if os.path.abspath(source).startswith(os.path.abspath(outdir) + os.sep):
-            raise UsageError(f"{source} lies inside the output directory {outdir}")
-    if part_format == "same" and len({detect_format(path) for path in inputs}) > 1:
-        raise UsageError("--format same needs inputs of one format; use --format h5md to mix them")
-    index = scan(inputs, on_overlap=on_overlap)
+    given = [_option_name(name, options[name]) for name in H5MD_PART_OPTIONS if options[name] is not None]
+    if part_format == "same" and given:
+        raise UsageError(
+            f"{', '.join(given)} {'shapes' if len(given) == 1 else 'shape'} H5MD parts only: use "
+            f"{'it' if len(given) == 1 else 'them'} with --format h5md (--format same copies the "
+            "input's frames unchanged)"
+        )
+    if part_format == "h5md":
+        return Layout(**{name: options[name] for name in LAYOUT_KEYWORDS if options[name] is not None})
+    return None
+
+
+def _plan(comm, inputs, outdir, nparts, *, part_format, on_overlap, on_truncated, input_format, force, options,
+          command):
+    """Rank 0: check the options, the output directory and the inputs; choose the parts."""
+    layout = _checked_layout(part_format, nparts, options)
+    output_existed = check_output_directory(outdir, inputs, force)
+    if part_format == "same":
+        formats = {detect_format(path, input_format) for path in inputs}
+        if len(formats) > 1:
+            raise UsageError("--format same needs inputs of one format; use --format h5md to mix them")
+        if not formats <= {"XTC", "TRR", "DCD"}:
+            raise UsageError(f"--format same copies XTC, TRR or DCD frames; for {', '.join(sorted(formats))} "
+                             "input use --format h5md")
+    index = scan(inputs, on_overlap=on_overlap, on_truncated=on_truncated, format=input_format)
     if nparts > index.n_frames:
         raise UsageError(
             f"--nparts {nparts} is more than the {index.n_frames} frames of the trajectory"
         )
-    formats = index.formats
-    if part_format == "same":
-        fmt = formats[0]
-        if fmt == "H5MD":
-            raise UsageError("--format same copies XTC, TRR or DCD frames; for H5MD input use --format h5md")
-        if fmt == "DCD":
-            for segment in index.segments:
-                _dcd_header_fields(segment.path)  # refuses variants that cannot be copied
-            if len({segment.dcd_header["nsavc"] for segment in index.segments}) > 1:
-                raise UsageError("DCD segments with different frame intervals (NSAVC) cannot be split as DCD")
-    else:
-        fmt = "H5MD"
+    fmt = index.formats[0] if part_format == "same" else "H5MD"
     parts = balanced_slices(index.n_frames, nparts)
-    if fmt == "H5MD":
+    names = _part_names(nparts, EXTENSIONS[fmt])
+    dcd_headers = {}
+    if fmt == "DCD":
+        dcd_headers = {number: read_dcd_header(segment.path) for number, segment in enumerate(index.segments)
+                       if segment.kept}
+        for name, (start, stop) in zip(names, parts):
+            _check_dcd_part(index, dcd_headers, name, start, stop)
+    fields = ["positions"]
+    if layout is not None:
+        check_trajectory(index, np.arange(index.n_frames))
+        layout.resolve_precision(index)
         layout.plan_chunks(min(stop - start for start, stop in parts), index.n_atoms)
+        if options["velocities"] is not False and index.has("velocities"):
+            fields.append("velocities")
+        if options["forces"] is not False and index.has("forces"):
+            fields.append("forces")
+        if index.has("box"):
+            fields.append("box")
+    output = os.path.abspath(outdir)
     record = base_record(comm, command)
     record.update(
         source=[segment.describe() for segment in index.segments],
         n_frames=index.n_frames,
         n_atoms=index.n_atoms,
         format=fmt,
+        on_overlap=on_overlap,
+        on_truncated=on_truncated,
     )
+    if layout is not None:
+        record["fields"] = fields
     return SplitPlan(
         index=index,
         parts=parts,
-        names=_part_names(nparts, EXTENSIONS[fmt]),
+        names=names,
         part_format=fmt,
-        temporary=temporary_name(outdir),
-        output=os.path.abspath(outdir),
-        layout=layout if fmt == "H5MD" else None,
+        output=output,
+        output_existed=output_existed,
+        temporary=hidden_directory_inside(output),
+        force=force,
+        layout=layout,
+        fields=tuple(fields),
+        dcd_headers=dcd_headers,
         record=record,
     )
 
 
 def _runs(index, start, stop):
-    """Frames ``[start, stop)`` as runs ``(segment, first local frame, last local frame)``."""
+    """Frames ``[start, stop)`` as runs ``(segment number, first local frame, last local frame)``."""
     segments, local = index.locate(np.arange(start, stop))
     runs = []
     for number in np.unique(segments):
         mine = local[segments == number]
-        runs.append((index.segments[int(number)], int(mine[0]), int(mine[-1])))
+        runs.append((int(number), int(mine[0]), int(mine[-1])))
     return runs
+
+
+def _dcd_step(segment, frame):
+    return int(segment.step[frame])
+
+
+def _check_dcd_part(index, headers, name, start, stop):
+    """Refuse a DCD part spanning segments whose frames one DCD header cannot describe.
+
+    A DCD file has one header: its frames share byte order, atom count, unit-cell flag,
+    timestep and frame interval, and their steps follow ``ISTART + k * NSAVC``.
+
+    Raises
+    ------
+    InputError
+        Naming the part, the segments and what differs, and suggesting ``--format h5md``.
+    """
+    runs = _runs(index, start, stop)
+    for (before, _, last), (after, first, _) in zip(runs, runs[1:]):
+        a, b = index.segments[before], index.segments[after]
+        differences = headers[before].differences(headers[after])
+        if not differences:
+            expected = _dcd_step(a, last) + a.details["nsavc"]
+            if _dcd_step(b, first) != expected:
+                differences = [f"steps (the part would go from step {_dcd_step(a, last)} to "
+                               f"{_dcd_step(b, first)}, where one header implies {expected})"]
+        if differences:
+            raise InputError(
+                f"{name} would span {a.path} and {b.path}, whose DCD headers disagree on "
+                f"{', '.join(differences)}; a DCD part has one header: use --format h5md "
+                "(or a part count whose boundaries fall between the segments)"
+            )
 
 
 def _copy_range(source, target, begin, end):
@@ -136,84 +299,58 @@ def _copy_range(source, target, begin, end):
 
 
 def _xdr_byte_range(segment, first, last):
-    end = int(segment.offsets[last + 1]) if last + 1 < len(segment.offsets) else segment.size
-    return int(segment.offsets[first]), end
+    return int(segment.offsets[first]), int(segment.offsets[last + 1])
 
 
-def _dcd_header_fields(path):
-    """Endianness and frame layout of a DCD that can be split by copying frame records.
+def _write_dcd_part(path, plan, runs):
+    """A DCD part: its first segment's header with NSET, ISTART and NSTEP patched, then frames.
 
-    Raises
-    ------
-    InputError
-        For DCDs with fixed atoms (their first frame differs from the others) or 4 dimensions.
+    :func:`_check_dcd_part` made sure every segment of the part shares that header.
     """
-    from MDAnalysis.lib.formats.libdcd import DCDFile
-
-    with open(path, "rb") as handle:
-        head = handle.read(88)
-    order = "<" if struct.unpack("<i", head[:4])[0] == 84 else ">"
-    if struct.unpack(order + "i", head[:4])[0] != 84 or head[4:8] != b"CORD":
-        raise InputError(f"{path}: not a CHARMM/NAMD DCD header")
-    fixed_atoms = struct.unpack(order + "i", head[40:44])[0]
-    if fixed_atoms:
-        raise InputError(
-            f"{path}: DCD with {fixed_atoms} fixed atoms: its first frame is stored differently "
-            "from the others, so it cannot be split by copying frames; use --format h5md"
-        )
-    with DCDFile(path) as dcd:
-        header_size, frame_size = int(dcd._header_size), int(dcd._framesize)
-        if dcd.ndims != 3 or dcd._firstframesize != dcd._framesize:
-            raise InputError(f"{path}: DCD variant that cannot be split by copying frames; use --format h5md")
-    return order, header_size, frame_size
-
-
-def _write_dcd_part(path, runs):
-    """A DCD part: the first segment's header with NSET, ISTART and NSTEP patched, then frames."""
-    first_segment = runs[0][0]
-    order, header_size, _ = _dcd_header_fields(first_segment.path)
+    number, first, _ = runs[0]
+    header = plan.dcd_headers[number]
+    nsavc = plan.index.segments[number].details["nsavc"]
     n_frames = sum(last - first + 1 for _, first, last in runs)
-    header = first_segment.dcd_header
-    istart = header["istart"] + runs[0][1] * header["nsavc"]
-    with open(first_segment.path, "rb") as source:
-        head = bytearray(source.read(header_size))
-    struct.pack_into(order + "ii", head, 8, n_frames, istart)
-    struct.pack_into(order + "i", head, 20, n_frames * header["nsavc"])
+    head = bytearray(header.raw)
+    struct.pack_into(header.order + "ii", head, 8, n_frames, _dcd_step(plan.index.segments[number], first))
+    struct.pack_into(header.order + "i", head, 20, n_frames * nsavc)
     with open(path, "wb") as target:
-        preallocate(path, header_size + sum(
-            (last - first + 1) * _dcd_header_fields(segment.path)[2] for segment, first, last in runs
-        ))
+        preallocate(path, header.header_size + n_frames * header.frame_size)
         target.write(head)
-        for segment, first, last in runs:
-            _, segment_header, frame_size = _dcd_header_fields(segment.path)
-            with open(segment.path, "rb") as source:
+        for number, first, last in runs:
+            own = plan.dcd_headers[number]
+            with open(plan.index.segments[number].path, "rb") as source:
                 target.flush()
-                _copy_range(source, target, segment_header + first * frame_size,
-                            segment_header + (last + 1) * frame_size)
+                _copy_range(source, target, own.header_size + first * own.frame_size,
+                            own.header_size + (last + 1) * own.frame_size)
 
 
-def _write_xdr_part(path, runs):
+def _write_xdr_part(path, plan, runs):
+    ranges = [_xdr_byte_range(plan.index.segments[number], first, last) for number, first, last in runs]
     with open(path, "wb") as target:
-        preallocate(path, sum(end - begin for begin, end in (_xdr_byte_range(*run) for run in runs)))
-        for segment, first, last in runs:
-            begin, end = _xdr_byte_range(segment, first, last)
-            with open(segment.path, "rb") as source:
+        preallocate(path, sum(end - begin for begin, end in ranges))
+        for (number, _, _), (begin, end) in zip(runs, ranges):
+            with open(plan.index.segments[number].path, "rb") as source:
                 target.flush()
                 _copy_range(source, target, begin, end)
 
 
 def _write_h5md_part(path, plan, start, stop):
-    fields = ["positions"]
-    if plan.index.has_velocities:
-        fields.append("velocities")
-    if plan.index.has_forces:
-        fields.append("forces")
-    record = dict(plan.record, part={"start": start, "stop": stop}, layout=plan.layout.describe(), fields=fields)
+    frames = np.arange(start, stop, dtype=np.int64)
+    groups = plan.index.element_groups(frames, plan.fields)
+    record = dict(plan.record, part={"start": start, "stop": stop}, layout=plan.layout.describe())
     part_plan = ConvertPlan(
         index=plan.index, layout=plan.layout, frames=range(start, stop), atom_indices=None,
-        fields=tuple(fields), temporary=path, output=path, provenance=record,
+        groups=groups, temporary=path, output=path, provenance=record,
     )
-    write_h5md_file(path, part_plan, plan.layout, comm=SerialComm(), bar=_Silent())
+    write_h5md_file(path, part_plan, comm=SerialComm(), bar=_Silent())
+    segments = plan.index.segments
+    if len(segments) == 1 and segments[0].format == "H5MD":
+        from .relayout import carry_over
+
+        # what convert carries over, reduced to the part's frames (observables, species...)
+        carry_over(segments[0].path, path, segments[0].details["group"], steps=plan.index.step[frames],
+                   n_atoms=plan.index.n_atoms)
 
 
 class _Silent:
@@ -221,22 +358,117 @@ class _Silent:
         pass
 
 
+def _part_clock(index, start, stop):
+    """First and last step (int) and time (float, ps; None without time) of frames ``[start, stop)``."""
+    times = index.time
+    return {
+        "first_step": int(index.step[start]),
+        "last_step": int(index.step[stop - 1]),
+        "first_time": None if times is None else float(times[start]),
+        "last_time": None if times is None else float(times[stop - 1]),
+    }
+
+
 def _write_part(plan, number):
+    """Write part *number* into the temporary directory; return its size and clock."""
     start, stop = plan.parts[number]
     path = os.path.join(plan.temporary, plan.names[number])
-    if plan.part_format == "H5MD":
-        _write_h5md_part(path, plan, start, stop)
-    elif plan.part_format == "DCD":
-        _write_dcd_part(path, _runs(plan.index, start, stop))
-    else:
-        _write_xdr_part(path, _runs(plan.index, start, stop))
-    return os.path.getsize(path)
+    try:
+        if plan.part_format == "H5MD":
+            _write_h5md_part(path, plan, start, stop)
+        elif plan.part_format == "DCD":
+            _write_dcd_part(path, plan, _runs(plan.index, start, stop))
+        else:
+            _write_xdr_part(path, plan, _runs(plan.index, start, stop))
+        size = os.path.getsize(path)
+    except OSError as error:
+        raise OutputError(f"writing {plan.names[number]} failed: {error}") from None
+    return dict(bytes=size, **_part_clock(plan.index, start, stop))
+
+
+def _create_directories(plan):
+    """Rank 0: the output directory when missing, and the hidden temporary inside it."""
+    try:
+        with exclusive():
+            if not plan.output_existed:
+                os.mkdir(plan.output)
+            os.mkdir(plan.temporary)
+    except OSError as error:
+        raise OutputError(f"{plan.output}: cannot create the output directory ({error.strerror})") from None
+
+
+def _discard(plan):
+    """Clean-up on failure or signal, on any rank, any number of times: remove the temporary,
+    and the output directory when this run created it and it is still empty. True when this
+    call claimed the temporary (see :func:`h5mdtool.outputs.remove_quietly`)."""
+    claimed = remove_quietly(plan.temporary)
+    if not plan.output_existed:
+        with contextlib.suppress(OSError):
+            os.rmdir(plan.output)
+    return claimed
+
+
+def _dropped(plan):
+    """What of the source the parts leave out: frames dropped as overlaps (--on-overlap drop)
+    and incomplete last frames (--on-truncated drop)."""
+    dropped = []
+    for segment in plan.index.segments:
+        if segment.skip:
+            dropped.append({"path": os.path.abspath(segment.path), "frames": [0, segment.skip],
+                            "n_frames": segment.skip,
+                            "reason": "steps overlap the previous segment (--on-overlap drop kept the first copy)"})
+        if segment.dropped:
+            lost = segment.dropped
+            dropped.append({"path": os.path.abspath(segment.path), "frames": [lost["frame"], lost["frame"] + 1],
+                            "n_frames": 1, "first_byte": lost["first_byte"], "bytes": lost["bytes"],
+                            "reason": "incomplete last frame (--on-truncated drop)"})
+    return dropped
+
+
+def _manifest(plan, results):
+    document = dict(plan.record, manifest_version=MANIFEST_VERSION, kind=MANIFEST_KIND)
+    document["parts"] = [
+        dict({"path": name, "start": start, "stop": stop, "n_frames": stop - start}, **results[number])
+        for number, (name, (start, stop)) in enumerate(zip(plan.names, plan.parts))
+    ]
+    document["dropped"] = _dropped(plan)
+    if plan.layout is not None:
+        document["layout"] = plan.layout.describe()
+    return document
+
+
+def _publish(plan, gathered, started, n_ranks):
+    """Rank 0: write the manifest, move everything into the output directory, summarise."""
+    results = {}
+    for rank_results in gathered:
+        results.update(rank_results)
+    document = _manifest(plan, results)
+    write_manifest(plan.temporary, document)
+    publish_into(plan.temporary, plan.output, plan.names + [MANIFEST_NAME], replace=plan.force)
+    seconds = time.perf_counter() - started
+    total = sum(part["bytes"] for part in document["parts"])
+    return {
+        "output": plan.output,
+        "manifest": os.path.join(plan.output, MANIFEST_NAME),
+        "format": plan.part_format,
+        "n_frames": plan.index.n_frames,
+        "n_atoms": plan.index.n_atoms,
+        "n_parts": len(plan.parts),
+        "parts": document["parts"],
+        "dropped": document["dropped"],
+        "bytes": total,
+        "n_ranks": n_ranks,
+        "seconds": seconds,
+        "megabytes_per_second": total / seconds / 1e6 if seconds > 0 else None,
+    }
 
 
 @entry_point
-def split(inputs, outdir, nparts, *, comm=None, format="same", on_overlap="error", force=False,
-          progress=None, chunk_frames=1, contiguous=False, compression="none",
-          compression_level=None, shuffle=None, precision=None, command=None):
+def split(inputs, outdir, nparts, *, comm=None, format="same", on_overlap="error", on_truncated="error",
+          input_format=None, force=False,
+          progress=None, chunk_frames=None, contiguous=None, compression=None,
+          compression_level=None, shuffle=None, precision=None, velocity_precision=None, force_precision=None,
+          velocities=None, forces=None, command=None):
     """Split a trajectory into *nparts* balanced part files plus ``manifest.json``.
 
     Parameters
@@ -244,95 +476,71 @@ def split(inputs, outdir, nparts, *, comm=None, format="same", on_overlap="error
     inputs : str or sequence of str
         XTC, TRR or DCD files (segments of one trajectory, in order); H5MD with ``format="h5md"``.
     outdir : str
-        Directory to create (refused when not empty, unless *force*).
+        Output directory: created when missing, written into when empty (it keeps its
+        permissions, group and striping), refused when not empty unless *force*.
     nparts : int
         Number of parts, independent of the number of ranks; at most the frame count.
     comm : mpi4py communicator, optional
     format : {"same", "h5md"}
         ``same``: parts in the input's format, frames copied byte for byte; ``h5md``: H5MD
         parts with the layout options below.
-    on_overlap : {"error", "drop"}
-        As for convert.
+    on_overlap, on_truncated : {"error", "drop"}
+        As for convert; dropped frames are listed in the manifest.
+    input_format : str, optional
+        Read every input as this format (convert's ``--format``), whatever its extension.
     force : bool
-        Replace the contents of a non-empty *outdir*.
+        Replace the contents of a non-empty *outdir* (once the new parts are complete).
     progress : bool, optional
         Progress bar on rank 0 (default: when standard error is a terminal).
-    chunk_frames, contiguous, compression, compression_level, shuffle, precision
-        Layout of H5MD parts (see :class:`h5mdtool.layout.Layout`).
+    chunk_frames, contiguous, compression, compression_level, shuffle, precision, velocity_precision, force_precision
+        Layout of H5MD parts (see :class:`h5mdtool.layout.Layout`); None for the default.
+    velocities, forces : bool, optional
+        H5MD parts: write TRR/H5MD velocities and forces when present (default True).
     command : str, optional
         Command line recorded in the manifest.
 
     Returns
     -------
-    dict
-        Summary: output, manifest, format, n_frames, n_atoms, parts, bytes, seconds, ranks.
+    dict or None
+        On rank 0 the summary: output, manifest, format, n_frames, n_atoms, n_parts, parts
+        (with bytes and first/last step and time), dropped, bytes, n_ranks, seconds; None on
+        the other ranks.
 
     Raises
     ------
     UsageError
-        Bad options, *nparts* larger than the frame count, mixed formats with ``same``.
+        Bad options, H5MD part options with ``format="same"``, *nparts* larger than the frame
+        count, mixed formats with ``same``.
     InputError
-        Unreadable inputs, DCD variants that cannot be copied frame by frame.
+        Unreadable inputs, DCD variants that cannot be copied frame by frame, a DCD part that
+        would span segments whose headers disagree.
     OutputError
-        A non-empty output directory without *force*, or one that cannot be created.
+        An output that is not a directory, a non-empty directory without *force*, one that
+        holds an input, or one that cannot be created or written.
     """
     started = time.perf_counter()
     inputs = [os.fspath(p) for p in ([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)]
     outdir = os.fspath(outdir)
-    layout = root_call(
-        comm, Layout, chunk_frames=chunk_frames, contiguous=contiguous, compression=compression,
-        compression_level=compression_level, shuffle=shuffle, precision=precision,
-    )
+    options = dict(chunk_frames=chunk_frames, contiguous=contiguous, compression=compression,
+                   compression_level=compression_level, shuffle=shuffle, precision=precision,
+                   velocity_precision=velocity_precision, force_precision=force_precision,
+                   velocities=velocities, forces=forces)
     plan = root_call(
         comm, _plan, comm, inputs, outdir, nparts, part_format=format, on_overlap=on_overlap,
-        force=force, layout=layout, command=command,
+        on_truncated=on_truncated, input_format=input_format, force=force, options=options, command=command,
     )
-    if comm.rank == 0:
-        os.makedirs(plan.temporary)
-    comm.Barrier()
     mine = balanced_slices(len(plan.parts), comm.size)[comm.rank]
-    sizes = {}
-    with cleanup_on_abort(lambda: remove_quietly(plan.temporary)):
+    results = {}
+    with cleanup_on_abort(functools.partial(_discard, plan)):
+        root_call(comm, _create_directories, plan)
         my_frames = sum(plan.parts[n][1] - plan.parts[n][0] for n in range(*mine))
         with progress_bar(my_frames, f"split (rank 0 of {comm.size})", comm, enabled=progress) as bar:
             with capture_errors() as failure:
                 for number in range(*mine):
-                    sizes[number] = _write_part(plan, number)
+                    results[number] = _write_part(plan, number)
+                    delay("split-part", comm.rank)
                     bar.update(plan.parts[number][1] - plan.parts[number][0])
-            try:
-                agree(comm, failure[0])
-            except BaseException:
-                if comm.rank == 0:
-                    remove_quietly(plan.temporary)
-                raise
-        gathered = comm.gather(sizes, root=0)
-        summary = None
-        if comm.rank == 0:
-            for part_sizes in gathered:
-                sizes.update(part_sizes)
-            document = dict(plan.record, manifest_version=MANIFEST_VERSION, kind=MANIFEST_KIND)
-            document["parts"] = [
-                {"path": name, "start": start, "stop": stop, "n_frames": stop - start, "bytes": sizes[number]}
-                for number, (name, (start, stop)) in enumerate(zip(plan.names, plan.parts))
-            ]
-            if plan.layout is not None:
-                document["layout"] = plan.layout.describe()
-            write_manifest(plan.temporary, document)
-            publish(plan.temporary, plan.output)
-            seconds = time.perf_counter() - started
-            total = sum(sizes.values())
-            summary = {
-                "output": plan.output,
-                "manifest": os.path.join(plan.output, "manifest.json"),
-                "format": plan.part_format,
-                "n_frames": plan.index.n_frames,
-                "n_atoms": plan.index.n_atoms,
-                "n_parts": len(plan.parts),
-                "parts": document["parts"],
-                "bytes": total,
-                "n_ranks": comm.size,
-                "seconds": seconds,
-                "megabytes_per_second": total / seconds / 1e6 if seconds > 0 else None,
-            }
-        comm.Barrier()
-    return summary
+            agree(comm, failure[0])
+        gathered = comm.gather(results, root=0)
+        summary = root_call(comm, _publish, plan, gathered, started, comm.size)
+    return summary if comm.rank == 0 else None

@@ -8,8 +8,10 @@ loops all give findings, never a traceback; only a file that cannot be opened at
 
 Rules are listed in :data:`h5mdtool.findings.RULES` and docs/validation.md. Structural checks
 read whole 1-D ``step`` and ``time`` datasets in blocks of a million entries and never loop
-over frames in Python, so a 58800-frame file validates in a fraction of a second (plus
-MDAnalysis's import for the read check).
+over frames in Python; the data checks (:mod:`h5mdtool.sanity`) read per-atom data once, in
+bounded blocks of whole chunks. Nothing is read that the file only declares (see
+:func:`h5access.storage`), and the MDAnalysis read check never runs on a file with external
+links or external raw data (MDAnalysis would follow them).
 """
 
 import json
@@ -20,9 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import lint
+from . import lint, sanity
 from .errors import H5mdToolError, InputError, UnreadableError, UsageError
-from .h5access import Access, integers, is_dataset, is_group, isolated, join_path, open_hdf5, reason, text_of
+from .h5access import (Access, heartbeat, integers, is_dataset, is_group, isolated, join_path, keeps_data_elsewhere,
+                       open_hdf5, reason, text_of)
 from .findings import FileReport, ValidationReport
 from .mpi import debug_enabled, entry_point, root_call
 
@@ -52,6 +55,8 @@ EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s.]+")
 SERIES_BLOCK = 1 << 20
 #: Objects visited at most when looking for links (bounds the walk of pathological files).
 MAX_OBJECTS = 100_000
+#: MDAnalysis's read check allocates whole frames: larger ones are not read (MDA902).
+MAX_READ_CHECK_FRAME_BYTES = 1024**3
 
 
 @dataclass
@@ -89,8 +94,9 @@ class Checker:
         self.profile = profile
         self.path = path
         self.access = Access(handle, report)
-        self.groups = {}  # particle group path -> {"dimension", "elements", "edges", "group"}
+        self.groups = {}  # particle group path -> {"dimension", "boundary", "elements", "edges", "group"}
         self.ordered = set()  # step/time datasets already checked for their order (hard links)
+        self.external = []  # paths of external links, virtual datasets, external raw data
 
     @property
     def h5md(self):
@@ -110,6 +116,7 @@ class Checker:
         phases.append(("/particles", self.check_particles))
         if self.h5md:
             phases.append(("/observables", self.check_observables))
+        phases.append(("data", self.check_data))
         if self.mdanalysis:
             phases.append(("MDAnalysis profile", lambda: MDAnalysisProfile(self).run()))
         if self.profile == "all":
@@ -137,16 +144,35 @@ class Checker:
                 visited += 1
                 child_path = join_path(path, name)
                 link = a.link(group, name, child_path)
+                if visited % 1000 == 0:
+                    heartbeat()
                 if isinstance(link, (h5py.ExternalLink, h5py.SoftLink)):
                     outcome = a.resolve(group, name, child_path)
                     if isinstance(outcome, tuple):
                         a.report_problem(child_path, outcome)
+                        if outcome[0] == "external":
+                            self.external.append(child_path)
                 elif isinstance(link, h5py.HardLink):
                     obj = a.child(group, name, child_path)
-                    key = a.key(obj) if obj is not None and is_group(obj) else None
-                    if key is not None and key not in seen:
-                        seen.add(key)
+                    key = a.key(obj) if obj is not None else None
+                    if key is None or key in seen:
+                        continue
+                    seen.add(key)
+                    if is_group(obj):
                         queue.append((obj, child_path))
+                    elif is_dataset(obj) and self.external_storage(obj, child_path):
+                        self.external.append(child_path)
+
+    def external_storage(self, dataset, path):
+        """True (and LINK001) for a virtual dataset or one whose raw data lives in external files."""
+        try:
+            external = keeps_data_elsewhere(dataset)
+        except Exception as error:  # noqa: BLE001
+            self.add("FILE003", path, f"cannot read the dataset's storage: {reason(error)}")
+            return False
+        if external:
+            self.add("LINK001", path, "a virtual dataset, or raw data kept in external files: not read")
+        return external
 
     # -- /h5md ---------------------------------------------------------------------------
     def check_string(self, obj, name, path, rule, variable, required=True):
@@ -227,7 +253,7 @@ class Checker:
         if units is None:
             self.add("H5MD102", "/h5md/modules/units", "no units module: the unit attributes are not declared")
         else:
-            self.check_string(units, "system", "/h5md/modules/units", "H5MD102", variable=True)
+            self.check_string(units, "system", "/h5md/modules/units", "H5MD102", variable=False)
 
     # -- time-dependent elements ---------------------------------------------------------
     def element(self, obj, path):
@@ -273,15 +299,17 @@ class Checker:
             element.step_mode = "fixed"
         elif len(shape) == 1:
             element.step_mode = "explicit"
-        if not self.h5md:
-            return
         if kind not in "iu":
-            self.add("H5MD021", path, f"step must hold integers, not {step.dtype}")
+            if self.h5md:
+                self.add("H5MD021", path, f"step must hold integers, not {step.dtype}")
             return
         if element.step_mode is None:
-            self.add("H5MD021", path, f"step has shape {shape}; it must be 1-D (explicit) or scalar (fixed)")
+            if self.h5md:
+                self.add("H5MD021", path, f"step has shape {shape}; it must be 1-D (explicit) or scalar (fixed)")
             return
         if element.step_mode == "fixed":
+            if not self.h5md:
+                return
             increment = a.read(step, path)
             if increment is not None and int(increment) <= 0:
                 self.add("H5MD023", path, f"fixed step increment {int(increment)} must be positive")
@@ -291,11 +319,11 @@ class Checker:
             return
         n = element.n_frames
         if n is not None and shape[0] != n:
-            self.add("H5MD022", path, f"step has {shape[0]} entries but value has {n} rows")
+            if self.h5md:
+                self.add("H5MD022", path, f"step has {shape[0]} entries but value has {n} rows")
             return
-        at = self.first_violation(step, path, shape[0], strict=True) if self.first_visit(step) else None
-        if at is not None:
-            self.add("H5MD023", path, f"step must increase strictly; entry {at} does not")
+        if self.first_visit(step):
+            self.check_order(step, path, "step", shape[0])
 
     def check_time(self, element):
         a, path = self.access, f"{element.path}/time"
@@ -310,25 +338,28 @@ class Checker:
         shape, kind = a.shape(time, path), a.kind(time, path)
         if shape is not None:
             element.time_mode = {0: "fixed", 1: "explicit"}.get(len(shape))
-        if not self.h5md or shape is None or kind is None:
+        if shape is None or kind is None:
             return
         if kind not in "iuf":
-            self.add("H5MD024", path, f"time must hold Float or Integer values, not {time.dtype}")
+            if self.h5md:
+                self.add("H5MD024", path, f"time must hold Float or Integer values, not {time.dtype}")
             return
         if element.time_mode is None:
-            self.add("H5MD024", path, f"time has shape {shape}; it must be 1-D (explicit) or scalar (fixed)")
+            if self.h5md:
+                self.add("H5MD024", path, f"time has shape {shape}; it must be 1-D (explicit) or scalar (fixed)")
             return
         if element.step_mode and element.time_mode != element.step_mode:
-            self.add("H5MD024", path, f"time is {element.time_mode} but step is {element.step_mode}: both must use the same storage mode")
+            if self.h5md:
+                self.add("H5MD024", path, f"time is {element.time_mode} but step is {element.step_mode}: both must use the same storage mode")
             return
         if element.time_mode == "explicit":
             n = element.n_frames
             if n is not None and shape[0] != n:
-                self.add("H5MD024", path, f"time has {shape[0]} entries but value has {n} rows")
+                if self.h5md:
+                    self.add("H5MD024", path, f"time has {shape[0]} entries but value has {n} rows")
                 return
-            at = self.first_violation(time, path, shape[0], strict=False) if self.first_visit(time) else None
-            if at is not None:
-                self.add("H5MD024", path, f"time must not decrease (nor be NaN); entry {at} does")
+            if self.first_visit(time):
+                self.check_order(time, path, "time", shape[0])
 
     def first_visit(self, dataset):
         """True the first time *dataset* (by object, whatever its path) is seen here."""
@@ -340,25 +371,23 @@ class Checker:
         self.ordered.add(key)
         return True
 
-    def first_violation(self, dataset, path, length, strict):
-        """Index of the first entry not above (strict) / below its predecessor, or None."""
-        previous = None
-        for start in range(0, length, SERIES_BLOCK):
-            block = self.access.read(dataset, path, np.s_[start:start + SERIES_BLOCK])
-            if block is None or block.size == 0:
-                return None
-            block = np.asarray(block)
-            if block.dtype.kind == "f":
-                bad = np.flatnonzero(~np.isfinite(block))
-                if bad.size:
-                    return start + int(bad[0])
-            values = block if previous is None else np.concatenate([[previous], block])
-            steps = np.diff(values)
-            bad = np.flatnonzero(steps <= 0 if strict else steps < 0)
-            if bad.size:
-                return start + int(bad[0]) + (1 if previous is None else 0)
-            previous = block[-1]
-        return None
+    def check_order(self, dataset, path, series, length):
+        """DATA004 (backwards), H5MD023 (a repeated step), DATA002 (non-finite time), DATA006.
+
+        Only the stored entries are read (a file may declare 2**40 entries and store none).
+        """
+        rows = sanity.readable_rows(self.report, dataset, path, series)
+        try:
+            backwards, repeated, nonfinite = sanity.series_problems(dataset, rows)
+        except Exception as error:  # noqa: BLE001 - a damaged chunk is a finding
+            self.add("FILE003", path, f"cannot read the data: {reason(error)}")
+            return
+        if backwards:
+            self.add("DATA004", path, f"{series} goes backwards at {backwards.text(length)}")
+        if repeated and series == "step" and self.h5md:
+            self.add("H5MD023", path, f"step repeats the previous step at {repeated.text(length)}; H5MD 1.1 asks strictly increasing steps")
+        if nonfinite:
+            self.add("DATA002", path, f"{series} is NaN or inf at {nonfinite.text(length)}")
 
     # -- particles ---------------------------------------------------------------------------
     def check_particles(self):
@@ -382,18 +411,18 @@ class Checker:
             self.groups[path] = self.check_particle_group(group, path)
 
     def check_box(self, group, path):
-        """The box's dimension (or None) and its edges element (or None)."""
+        """The box's dimension (or None), its edges element (or None) and its boundary strings."""
         a = self.access
         box_path = f"{path}/box"
         box = a.child(group, "box", box_path)
         if box is None:
             if self.h5md:
                 self.add("H5MD010", box_path, "particle group without a box group")
-            return None, None
+            return None, None, []
         if not is_group(box):
             if self.h5md:
                 self.add("H5MD014", box_path, "box must be a group")
-            return None, None
+            return None, None, []
         dimension = None
         raw = integers(a.attr(box, "dimension", box_path))
         if raw is None or raw.shape != () or int(raw) < 1:
@@ -417,9 +446,9 @@ class Checker:
         if edges is None:
             if self.h5md and "periodic" in texts:
                 self.add("H5MD012", box_path, "periodic box without edges")
-            return dimension, None
+            return dimension, None, texts
         if not (is_group(edges) or is_dataset(edges)):
-            return dimension, None
+            return dimension, None, texts
         element = self.element(edges, edges_path)
         if self.h5md and element.shape is not None and dimension:
             data = element.shape[1:] if element.time_dependent else element.shape
@@ -431,7 +460,7 @@ class Checker:
             kind = self.access.kind(element.value, element.path)
             if kind is not None and kind not in "iuf":
                 self.add("H5MD013", element.path, f"edges must be Float or Integer, not {element.value.dtype}")
-        return dimension, element
+        return dimension, element, texts
 
     def check_particle_group(self, group, path):
         a = self.access
@@ -444,7 +473,7 @@ class Checker:
             if obj is None or not (is_group(obj) or is_dataset(obj)):
                 continue
             elements[name] = self.element(obj, element_path)
-        dimension, edges = self.check_box(group, path)
+        dimension, edges, boundary = self.check_box(group, path)
         if self.h5md:
             self.check_vectors(elements, dimension)
             self.check_links(path, elements, edges)
@@ -452,7 +481,7 @@ class Checker:
             for name, element in list(elements.items()) + [("edges", edges)]:
                 if element is not None and name in UNIT_KINDS:
                     self.check_units(element)
-        return {"dimension": dimension, "elements": elements, "edges": edges, "group": group}
+        return {"dimension": dimension, "boundary": boundary, "elements": elements, "edges": edges, "group": group}
 
     def check_vectors(self, elements, dimension):
         for name in VECTORS:
@@ -537,6 +566,51 @@ class Checker:
                 elif depth < 8:
                     stack.append((obj, child_path, depth + 1))
 
+    # -- data sanity -------------------------------------------------------------------------
+    def check_data(self):
+        """DATA001-DATA006 over every particle group's box and per-atom elements."""
+        for info in self.groups.values():
+            box = self.data_box(info)
+            for name in ("position", "velocity", "force"):
+                element = info["elements"].get(name)
+                if element is None or not element.time_dependent or element.value is None or not element.shape \
+                        or len(element.shape) != 3 or self.access.kind(element.value, element.path) not in tuple("iuf"):
+                    continue
+                path = f"{element.path}/value"
+                if path in self.external:
+                    continue
+                rows = sanity.readable_rows(self.report, element.value, path, f"{name} values")
+                try:
+                    sanity.check_values(self.report, element, name, box, rows)
+                except Exception as error:  # noqa: BLE001 - a damaged chunk is a finding
+                    self.add("FILE003", path, f"cannot read the data: {reason(error)}")
+
+    def data_box(self, info):
+        """The group's periodic box for the data checks (after DATA002/DATA005 on it), or None."""
+        edges, dimension, boundary = info["edges"], info["dimension"], info["boundary"]
+        if edges is None or edges.value is None or not dimension or len(boundary) != dimension \
+                or "periodic" not in boundary or edges.shape is None:
+            return None
+        data_shape = edges.shape[1:] if edges.time_dependent else edges.shape
+        if data_shape not in ((dimension,), (dimension, dimension)) or self.access.kind(edges.value, edges.path) not in tuple("iuf"):
+            return None
+        value_path = f"{edges.path}/value" if edges.time_dependent else edges.path
+        if value_path in self.external:
+            return None
+        rows = sanity.readable_rows(self.report, edges.value, value_path, "box edges") if edges.time_dependent else 1
+        position = info["elements"].get("position")
+        box = sanity.Box(edges, [b == "periodic" for b in boundary], dimension, False, sanity.unit_of(edges.value))
+        try:
+            sanity.check_box_series(self.report, box, rows)
+        except Exception as error:  # noqa: BLE001
+            self.add("FILE003", value_path, f"cannot read the data: {reason(error)}")
+            return None
+        if position is not None and position.time_dependent and position.shape:
+            box.frames_match = not edges.time_dependent or (
+                rows >= position.shape[0] and edges.shape[0] == position.shape[0]
+                and position.step is not None and self.access.same(edges.step, position.step))
+        return box
+
     # -- layout ----------------------------------------------------------------------------
     def lint(self):
         for info in self.groups.values():
@@ -609,25 +683,42 @@ class MDAnalysisProfile:
             self.check_units(group, path, present, first, box)
             self.check_edges(box, path, n_frames)
             self.check_observables(n_frames)
-        if not self.new_errors():
-            self.read_check()
+        if self.new_errors():
+            return
+        if self.checker.external:
+            shown = ", ".join(self.checker.external[:3]) + (", ..." if len(self.checker.external) > 3 else "")
+            self.add("MDA902", "/", f"not read with MDAnalysis: the file has external links or external raw data ({shown}), which MDAnalysis would follow")
+            return
+        frame_bytes = self.frame_bytes(first)
+        if frame_bytes > MAX_READ_CHECK_FRAME_BYTES:
+            self.add("MDA902", "/", f"not read with MDAnalysis: one frame takes {lint.human(frame_bytes)} of memory")
+            return
+        self.read_check()
+
+    def frame_bytes(self, first):
+        """Memory MDAnalysis allocates for one frame (float32 positions, velocities, forces)."""
+        if first is None:
+            return 0
+        return first["n_atoms"] * 3 * 4 * 3
 
     def new_errors(self):
         return len(self.checker.report.errors) > self.errors_before
 
     def particle_group(self):
+        """The group MDAnalysis's H5MDReader reads: the first one listed under /particles."""
         a = self.access
         particles = a.child(self.checker.handle, "particles", "/particles")
         if particles is None or not is_group(particles):
-            self.add("MDA001", "/particles", "no /particles group: MDAnalysis reads particles/trajectory")
+            self.add("MDA001", "/particles", "no /particles group: MDAnalysis reads the first particle group in it")
             return None, None
         names = a.names(particles, "/particles")
+        if not names:
+            self.add("MDA001", "/particles", "no particle group in /particles: MDAnalysis reads the first one")
+            return None, None
         if "trajectory" not in names:
-            self.add("MDA001", "/particles/trajectory", "no group particles/trajectory (MDAnalysis builds a Universe from it)")
+            self.add("MDA012", f"/particles/{names[0]}", f"MDAnalysis reads this group (the first listed); Universe(FILE) without a topology needs /particles/trajectory")
         elif names[0] != "trajectory":
             self.add("MDA006", "/particles", f"MDAnalysis reads the first group listed, here {names[0]!r}, not 'trajectory'")
-        if not names:
-            return None, None
         path = f"/particles/{names[0]}"
         group = a.child(particles, names[0], path)
         if group is None or not is_group(group):
@@ -655,8 +746,8 @@ class MDAnalysisProfile:
             if shape is None or len(shape) != 3 or shape[2] != 3:
                 self.add("MDA004", element_path, f"{name} must be a group with [n][N][3] values for MDAnalysis, found {'shape ' + str(shape) if shape else 'none'}")
                 continue
-            for filter_name in self.unavailable(value, f"{element_path}/value"):
-                self.add("MDA010", f"{element_path}/value", f"filter {filter_name} is not available to this h5py/HDF5: the values cannot be decoded here")
+            for label in self.unavailable(value, f"{element_path}/value"):
+                self.add("MDA010", f"{element_path}/value", f"{label} is not available to this h5py/HDF5: the values cannot be decoded here")
             if first is None:
                 first = {"name": name, "path": element_path, "group": obj, "n_frames": shape[0], "n_atoms": shape[1]}
                 if shape[0] == 0:
@@ -752,11 +843,19 @@ class MDAnalysisProfile:
         if failure:
             self.add("MDA900", "/", f"MDAnalysis's H5MDReader: {failure}")
             return
-        comm = _mpi_self()
-        if comm is not None:
-            failure = _mdanalysis_read(path, driver="mpio", comm=comm)
-            if failure:
-                self.add("MDA901", "/", f"MDAnalysis's H5MDReader with driver='mpio': {failure}")
+        self.checker.report.read_checks.append("serial")
+        mpio_read_check(self.checker.report, path)
+
+
+def mpio_read_check(report, path):
+    """MDA901: read *path* through MPI-IO on MPI.COMM_SELF when MPI runs in this process."""
+    comm = _mpi_self()
+    if comm is None or "mpio" in report.read_checks:
+        return
+    report.read_checks.append("mpio")
+    failure = _mdanalysis_read(path, driver="mpio", comm=comm)
+    if failure:
+        report.add("MDA901", "/", f"MDAnalysis's H5MDReader with driver='mpio': {failure}")
 
 
 def _mdanalysis_read(path, **options):
@@ -824,26 +923,12 @@ def validate_file(path, profile="all", label=None):
     return report
 
 
-def _tiling_problem(document):
-    """Why the parts of a raw manifest document do not tile its frames, or None."""
-    try:
-        expected = 0
-        for number, part in enumerate(document["parts"]):
-            start, stop = int(part["start"]), int(part["stop"])
-            if start != expected or stop <= start:
-                return f"part {number} ({part.get('path')}) covers frames {start}-{stop}, expected a start at {expected}"
-            expected = stop
-        if expected != int(document["n_frames"]):
-            return f"the parts cover {expected} frames but the manifest says {document['n_frames']}"
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
-    return None
-
-
 def validate_manifest(path, profile="all", label=None):
-    """Check a split ``manifest.json``: its fields, and that its parts exist, match and tile.
+    """Check a split ``manifest.json``: its document, and that its parts exist, match and tile.
 
-    H5MD parts are validated too (their findings are prefixed with the part's name).
+    Every problem is reported with its own rule (``MAN001``-``MAN015``, see
+    :mod:`h5mdtool.manifest`); H5MD parts are validated too (their findings are prefixed
+    with the part's name).
 
     Returns
     -------
@@ -853,59 +938,41 @@ def validate_manifest(path, profile="all", label=None):
     Raises
     ------
     UnreadableError
-        If the manifest is missing, a directory without manifest.json, or not JSON.
+        If the manifest is missing, not a regular file, a directory without manifest.json,
+        or not JSON.
     """
-    from .manifest import read_manifest
-    from .sources import scan_segment
+    from .manifest import document_problems, load_document, manifest_file, part_problems
 
-    if os.path.isdir(path):
-        path = os.path.join(path, "manifest.json")
-    if not os.path.isfile(path):
-        raise UnreadableError(f"{path}: no such file")
-    try:
-        with open(path) as handle:
-            document = json.load(handle)
-    except (OSError, ValueError) as error:
-        raise UnreadableError(f"{path}: not a readable JSON manifest ({reason(error)})") from None
+    path = manifest_file(path)
+    document = load_document(path, UnreadableError)
     report = FileReport(label or path, kind="manifest")
-    try:
-        manifest = read_manifest(path)
-    except InputError as error:
-        problem = _tiling_problem(document) if isinstance(document, dict) else None
-        if problem:
-            report.add("MAN005", "/", problem)
-        else:
-            report.add("MAN001", "/", str(error))
+    problems, manifest = document_problems(document, os.path.dirname(os.path.abspath(path)))
+    for problem in problems:
+        report.add(problem.rule, problem.where, problem.message)
+    if manifest is None:
         return report, None
+    manifest.path = os.path.abspath(path)
+    problems, facts = part_problems(manifest)
+    for problem in problems:
+        report.add(problem.rule, problem.where, problem.message)
+    explained = set()
     for part in manifest.parts:
-        name = part.relative_path
-        if not os.path.isfile(part.path):
-            report.add("MAN002", name, "part listed in the manifest is missing")
+        found = facts.get(part.path)
+        h5md = found.format == "H5MD" if found is not None else manifest.format == "H5MD" and os.path.isfile(part.path)
+        if not h5md:
             continue
-        size = os.path.getsize(part.path)
-        if size != part.bytes:
-            report.add("MAN003", name, f"{size} bytes on disk, {part.bytes} in the manifest")
         try:
-            segment = scan_segment(part.path)
-        except H5mdToolError as error:
-            report.add("MAN004", name, f"part cannot be read: {error}")
+            part_report = validate_file(part.path, profile, label=part.path)
+        except UnreadableError as error:
+            report.add("MAN004", part.relative_path, str(error))
             continue
-        except Exception as error:  # noqa: BLE001 - any unreadable part is a finding
-            report.add("MAN004", name, f"part cannot be read: {reason(error)}")
-            continue
-        if segment.n_frames != part.n_frames:
-            report.add("MAN004", name, f"holds {segment.n_frames} frames, the manifest says {part.n_frames}")
-        if segment.n_atoms != manifest.n_atoms:
-            report.add("MAN006", name, f"holds {segment.n_atoms} atoms, the manifest says {manifest.n_atoms}")
-        if segment.format == "H5MD":
-            try:
-                part_report = validate_file(part.path, profile, label=part.path)
-            except UnreadableError as error:
-                report.add("MAN004", name, str(error))
-                continue
-            for finding in part_report.findings:
-                report.add(finding.rule, f"{name}:{finding.path}", finding.message, finding.fix, finding.severity)
-    comparable = not any(f.rule in ("MAN002", "MAN004", "MAN006") for f in report.findings)
+        for finding in part_report.findings:
+            report.add(finding.rule, f"{part.relative_path}:{finding.path}", finding.message, finding.fix, finding.severity)
+        if found is None and part_report.errors:
+            explained.add(part.relative_path)  # its own findings say why it cannot be read
+    report.findings = [f for f in report.findings if not (f.rule == "MAN004" and f.path in explained)]
+    blocking = ("MAN001", "MAN002", "MAN004", "MAN006", "MAN012", "MAN013")
+    comparable = not explained and not any(f.rule in blocking for f in report.findings)
     return report, manifest if comparable else None
 
 
@@ -919,10 +986,17 @@ def _check_path(path, profile):
     kind = "manifest" if is_manifest_path(path) else "h5md"
     outcome = isolated(_check_path_here, path, profile, kind)
     if outcome[0] == "ok":
-        return outcome[1]
+        report, compared = outcome[1]
+        if "serial" in report.read_checks:  # the child read it; through MPI-IO only this process can
+            mpio_read_check(report, path)
+        return report, compared
     report = FileReport(path, kind=kind)
     if outcome[0] == "crash":
         report.add("FILE004", "/", f"libhdf5 crashed (signal {outcome[1]}) while reading the file: its metadata is damaged; no other check could run")
+        return report, None
+    if outcome[0] == "timeout":
+        report.add("FILE005", "/", f"reading the file made no progress for {outcome[1]:g} s (libhdf5 loops on damaged metadata?); "
+                   "the reader was stopped and no other check could run (H5MDTOOL_READ_TIMEOUT sets the limit)")
         return report, None
     error = outcome[1]
     if isinstance(error, UnreadableError):
@@ -975,7 +1049,7 @@ def validate(paths, *, comm=None, profile="all", against=None, tolerance=None, s
         If a source given with *against* cannot be read.
     """
     from .compare import compare_with_source
-    from .sources import scan
+    from .formats import scan
 
     if profile not in PROFILES:
         raise UsageError(f"--profile must be one of {', '.join(PROFILES)}, got {profile!r}")
@@ -995,7 +1069,8 @@ def validate(paths, *, comm=None, profile="all", against=None, tolerance=None, s
         if source is None or not report.readable:
             continue
         if compared is None:
-            report.add("AGAINST003", "/", "not compared with the source: the manifest's parts are missing or unreadable")
+            broken = sorted({f.rule for f in report.errors if f.rule.startswith("MAN")})
+            report.add("AGAINST003", "/", f"not compared with the source: fix the manifest first ({', '.join(broken)})")
             continue
         try:
             result = compare_with_source(compared, source, comm=comm, tolerance=tolerance, progress=progress)

@@ -72,10 +72,10 @@ def bad_inputs(tmp_path, adk, solvated, adk_frames):
 MESSAGES = {
     "missing": "no such file",
     "empty": "file is empty",
-    "truncated XTC": "truncated or corrupt",
+    "truncated XTC": "ends inside frame 4",
     "truncated DCD": "truncated",
-    "garbage": "not a readable XTC file",
-    "text": "not a readable TRR file",
+    "garbage": "not an XTC file",
+    "text": "not a TRR file",
     "unknown extension": "unknown trajectory extension '.nc4'",
     "directory": "is a directory",
 }
@@ -151,7 +151,7 @@ def test_nothing_written_beside_inputs(tmp_path, adk_frames):
 
 @pytest.fixture
 def corrupt_late_frame(tmp_path, adk_frames):
-    """An XTC whose frame 80 of 98 has a corrupt header: only the rank reading it fails."""
+    """An XTC whose frame 80 of 98 repeats another atom count in its header."""
     from MDAnalysis.lib.formats.libmdaxdr import XTCFile
 
     path = str(tmp_path / "corrupt.xtc")
@@ -164,16 +164,43 @@ def corrupt_late_frame(tmp_path, adk_frames):
     return path
 
 
-@pytest.mark.parametrize("ranks", [2, 3])
-def test_error_on_one_rank_stops_all(tmp_path, corrupt_late_frame, ranks):
+@pytest.mark.parametrize("ranks", [None, 2, 3])
+def test_corrupt_late_header_found_by_the_scan(tmp_path, corrupt_late_frame, ranks):
+    """Issue 11 defect 3: rank 0 checks every frame header before any rank decodes one."""
     output = tmp_path / "out.h5md"
     done = run_h5mdtool(["convert", corrupt_late_frame, "-o", str(output), "--compression", "gzip"], ranks=ranks, timeout=120)
     assert done.returncode == 1, done.stderr
-    assert f"error: rank {ranks - 1}: " in done.stderr and "frame 80" in done.stderr
-    assert done.stderr.count("error:") == 1
+    assert done.stderr.count("error:") == 1 and "frame 80" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
     assert not output.exists()
     assert os.listdir(tmp_path) == ["corrupt.xtc"]
+
+
+@pytest.fixture
+def nan_late_frame(tmp_path, adk):
+    """The AdK DCD with a NaN coordinate in frame 90 of 98: only the rank decoding it fails."""
+    from MDAnalysis.lib.formats.libdcd import DCDFile
+
+    path = str(tmp_path / "nan.dcd")
+    with DCDFile(adk[1]) as handle:
+        header, first, size = handle._header_size, handle._firstframesize, handle._framesize
+    data = bytearray(open(adk[1], "rb").read())
+    # frame 90's x block: after its record marker (no unit cell in this DCD)
+    data[header + 90 * size + 4: header + 90 * size + 8] = struct.pack("<f", float("nan"))
+    open(path, "wb").write(data)
+    return path
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_error_on_one_rank_stops_all(tmp_path, nan_late_frame, ranks):
+    output = tmp_path / "out.h5md"
+    done = run_h5mdtool(["convert", nan_late_frame, "-o", str(output), "--compression", "gzip"], ranks=ranks, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert f"error: rank {ranks - 1}: " in done.stderr and "frame 90" in done.stderr and "non-finite" in done.stderr
+    assert done.stderr.count("error:") == 1
+    assert "Traceback" not in done.stderr
+    assert not output.exists()
+    assert os.listdir(tmp_path) == ["nan.dcd"]
 
 
 def test_collective_error_printed_once(tmp_path, adk):

@@ -35,7 +35,7 @@ def test_info_of_an_h5mdtool_file(trr, solvated):
         frames = [handle.read() for _ in range(4)]
     steps, times = [f.step for f in frames], [f.time for f in frames]
     assert document["step"] == {"mode": "explicit", "first": steps[0], "last": steps[-1], "interval": steps[1] - steps[0],
-                                "regular": True, "unit": None}
+                                "regular": True, "unit": None, "dtype": "int64"}
     assert document["time"]["unit"] == "ps" and document["time"]["first"] == pytest.approx(times[0])
     assert document["time"]["interval"] == pytest.approx(times[1] - times[0])
     box = document["box"]
@@ -51,7 +51,7 @@ def test_info_of_an_h5mdtool_file(trr, solvated):
     text = CliRunner().invoke(cli, ["info", trr]).output
     assert "4 frames x 47681 atoms in /particles/trajectory (position, velocity)" in text
     assert "one frame: 1 chunk(s), 558.8 KiB for 558.8 KiB of data" in text
-    assert "no errors or warnings" in text and "4 note(s)" in text
+    assert "no errors or warnings" in text and "note(s)" not in text
 
 
 def test_info_of_gzip_and_triclinic_kinds(tmp_path, adk):

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Idempotent installer behind `make install`.
 #  1. system packages (Open MPI, parallel HDF5, hdf5-tools) via apt when root, else advice;
-#  2. ./.venv with mpi4py and h5py built from source against parallel HDF5;
-#  3. h5mdtool in editable mode with its test and plot extras.
+#  2. ./.venv with mpi4py (the binary wheel on Debian's Open MPI; built from source with the
+#     site's mpicc when HDF5_DIR points at a site HDF5, or with MPI4PY_FROM_SOURCE=1) and h5py
+#     built from source against parallel HDF5;
+#  3. hdf5plugin (compression filters) without dependencies, after the parallel h5py;
+#  4. h5mdtool in editable mode with its test, plot and formats extras (pytng, gsd: TNG and
+#     GSD inputs; both depend on numpy only, so they cannot displace the parallel h5py).
 # Every step is skipped when already done, so a second run takes seconds.
 set -euo pipefail
 
@@ -62,7 +66,13 @@ python_environment() {
     if ! "$VENV/bin/python" -c "import mpi4py, numpy, Cython, pkgconfig" 2>/dev/null; then
         say "installing build requirements and mpi4py"
         $pip install --upgrade pip setuptools wheel
-        $pip install numpy Cython pkgconfig mpi4py
+        $pip install numpy Cython pkgconfig
+        if [ -n "${HDF5_DIR:-}" ] || [ "${MPI4PY_FROM_SOURCE:-0}" = 1 ]; then
+            # a site MPI: build mpi4py against the same MPI that HDF5 was built with
+            MPICC=${MPICC:-mpicc} $pip install --no-binary=mpi4py mpi4py
+        else
+            $pip install mpi4py
+        fi
     fi
     if "$VENV/bin/python" -c "import h5py, sys; sys.exit(0 if h5py.get_config().mpi else 1)" 2>/dev/null; then
         say "h5py with MPI already installed"
@@ -73,10 +83,25 @@ python_environment() {
         "$VENV/bin/python" -c "import h5py, sys; sys.exit(0 if h5py.get_config().mpi else 1)" \
             || { echo "[install] h5py was built without MPI; see docs/installation.md" >&2; exit 1; }
     fi
-    if ! "$VENV/bin/python" -c "import h5mdtool, MDAnalysisTests, pytest, matplotlib, tqdm, click" 2>/dev/null \
+    if ! "$VENV/bin/python" -c "import hdf5plugin" 2>/dev/null; then
+        # --no-deps: hdf5plugin requires h5py, and pip could otherwise replace the parallel
+        # build with a serial wheel
+        say "installing hdf5plugin (compression filters) without dependencies"
+        $pip install --no-deps "hdf5plugin>=4.0"
+        "$VENV/bin/python" -c "import h5py, hdf5plugin, sys; sys.exit(0 if h5py.get_config().mpi else 1)" \
+            || { echo "[install] h5py lost its MPI support while installing hdf5plugin; see docs/installation.md" >&2; exit 1; }
+    fi
+    if ! "$VENV/bin/python" -c "import pyh5md" 2>/dev/null; then
+        # the tests write foreign H5MD files with it; --no-deps keeps the parallel h5py
+        say "installing pyh5md (tests)"
+        $pip install --no-deps "pyh5md>=1.2"
+    fi
+    if ! "$VENV/bin/python" -c "import h5mdtool, MDAnalysisTests, pytest, matplotlib, tqdm, click, pytng, gsd, scipy" 2>/dev/null \
         || [ setup.cfg -nt "$VENV/.h5mdtool-installed" ]; then
-        say "installing h5mdtool (editable) with test and plot extras"
-        $pip install --no-build-isolation -e ".[test,plot]"
+        say "installing h5mdtool (editable) with test, plot and formats extras"
+        $pip install --no-build-isolation -e ".[test,plot,formats]"
+        "$VENV/bin/python" -c "import h5py, sys; sys.exit(0 if h5py.get_config().mpi else 1)" \
+            || { echo "[install] installing the extras replaced the parallel h5py; see docs/installation.md" >&2; exit 1; }
         touch "$VENV/.h5mdtool-installed"
     fi
     say "ready: $("$VENV/bin/python" -c 'import h5py, mpi4py, MDAnalysis; print("h5py", h5py.version.version, "HDF5", h5py.version.hdf5_version, "mpi4py", mpi4py.__version__, "MDAnalysis", MDAnalysis.__version__)')"

@@ -29,18 +29,14 @@ def launcher_rank():
 
 
 class RankZeroHelp:
-    """Click mixin: under mpirun, only rank 0 prints ``--help`` and option errors."""
+    """Click mixin: under mpirun, only rank 0 prints ``--help`` (option errors: h5mdtool.cli)."""
 
     def parse_args(self, ctx, args):
-        if launcher_rank() == 0:
-            return super().parse_args(ctx, args)
-        options = args[: args.index("--")] if "--" in args else args
-        if any(arg in ctx.help_option_names for arg in options) or (not args and self.no_args_is_help):
-            ctx.exit(0)
-        try:
-            return super().parse_args(ctx, args)
-        except click.UsageError:
-            ctx.exit(2)
+        if launcher_rank() != 0:
+            options = args[: args.index("--")] if "--" in args else args
+            if any(arg in ctx.help_option_names for arg in options) or (not args and self.no_args_is_help):
+                ctx.exit(0)
+        return super().parse_args(ctx, args)
 
 
 class Command(RankZeroHelp, click.Command):

@@ -1,6 +1,7 @@
 """``h5mdtool info``."""
 
 import click
+import numpy as np
 
 from .options import emit_json, human_bytes
 
@@ -14,7 +15,14 @@ def command(file, as_json):
     For each dataset: shape, dtype, chunks, filters, stored and raw bytes, and for
     per-atom data what reading one frame touches (chunks and bytes). The findings of
     'h5mdtool validate' follow, with the 'h5mdtool convert' command that fixes the layout
-    ones. Exit status 2 if the file cannot be read at all, else 0.
+    ones. Exit status 2 if the file cannot be read at all, 1 if libhdf5 crashes or stops
+    making progress on it (damaged metadata), else 0.
+
+    \b
+    Examples:
+      h5mdtool info md.h5md
+      h5mdtool info md.h5md --json | python -m json.tool
+      h5mdtool info md.h5md | head
     """
     from ..info import info
     from ..mpi import resolve
@@ -29,30 +37,58 @@ def command(file, as_json):
     print_info(result)
 
 
-def _number(value):
-    return "?" if value is None else f"{value:g}"
+def _number(value, dtype=None):
+    """Integers exactly; floats as their own dtype prints them (float32 times without float64 noise)."""
+    if value is None:
+        return "?"
+    if isinstance(value, int) or (isinstance(value, float) and dtype and np.dtype(dtype).kind in "iu" and value.is_integer()):
+        return str(int(value))
+    if dtype == "float32":
+        return str(np.float32(value))
+    return repr(float(value))
+
+
+def _series_line(name, s):
+    unit = f" {s['unit']}" if s.get("unit") else ""
+    if s.get("note"):
+        return f"  {name}{unit} ({s.get('mode') or '?'}): {s['note']}"
+    regular = {True: "regular", False: "irregular", None: "not checked"}[s["regular"]]
+    dtype = s.get("printed_as") or s.get("dtype")
+    return (f"  {name} {_number(s['first'], dtype)} to {_number(s['last'], dtype)}{unit}, interval "
+            f"{_number(s['interval'], dtype)} ({s['mode']}, {regular})")
+
+
+def _group_lines(group):
+    lines = []
+    if group["n_frames"] is not None:
+        lines.append(f"  {group['n_frames']} frames x {group['n_atoms']} atoms in {group['path']} "
+                     f"({', '.join(group['elements'])})")
+    else:
+        lines.append(f"  {group['path']}: no position, velocity or force data found")
+    for series in ("step", "time"):
+        if group.get(series):
+            lines.append(_series_line(series, group[series]))
+    box = group.get("box")
+    if box:
+        shape = "time-dependent" if box["time_dependent"] else ("fixed" if box["time_dependent"] is False else "")
+        line = (f"  box: {box['kind'] or '?'}{', ' + shape if shape else ''}; "
+                f"boundary {' '.join(str(b) for b in box['boundary']) or '?'}")
+        lines.append(line + (f"; {box['note']}" if box.get("note") else ""))
+    return lines
 
 
 def print_info(result):
     """The human-readable description."""
     echo = click.echo
     echo(f"{result['file']} ({human_bytes(result['bytes'])})")
-    if result["n_frames"] is not None:
-        echo(f"  {result['n_frames']} frames x {result['n_atoms']} atoms in {result['particle_group']} "
-             f"({', '.join(result['elements'])})")
-    else:
+    groups = result.get("particle_groups") or []
+    if not groups:
         echo("  no position, velocity or force data found")
-    for series in ("step", "time"):
-        s = result.get(series)
-        if s:
-            unit = f" {s['unit']}" if s.get("unit") else ""
-            regular = {True: "regular", False: "irregular", None: "not checked"}[s["regular"]]
-            echo(f"  {series} {_number(s['first'])} to {_number(s['last'])}{unit}, interval {_number(s['interval'])}"
-                 f" ({s['mode']}, {regular})")
-    box = result.get("box")
-    if box:
-        shape = "time-dependent" if box["time_dependent"] else ("fixed" if box["time_dependent"] is False else "")
-        echo(f"  box: {box['kind'] or '?'}{', ' + shape if shape else ''}; boundary {' '.join(str(b) for b in box['boundary']) or '?'}")
+    for group in groups:
+        if len(groups) > 1:
+            echo(f"  particle group {group['path']}:")
+        for line in _group_lines(group):
+            echo(line)
     echo("  datasets:")
     for path, d in result["datasets"].items():
         if "error" in d:
@@ -66,6 +102,8 @@ def print_info(result):
         line = (f"    {path}: {shape} {d['dtype']}, chunks {chunks}, {filters}, "
                 f"{human_bytes(d['stored_bytes'])} stored / {human_bytes(d['raw_bytes'])} raw")
         echo(line)
+        if d.get("note"):
+            echo(f"      values {d['note']}")
         read = d.get("one_frame_read")
         if read:
             chunk_text = "contiguous read" if not read["chunks"] else f"{read['chunks']} chunk(s)"
@@ -80,7 +118,8 @@ def print_info(result):
     alignment = result.get("stripe_alignment")
     if alignment:
         echo(f"  stripe alignment: {alignment['aligned']} of {alignment['inspected']} chunks start on a "
-             f"{alignment['stripe_size']} B stripe boundary")
+             f"{alignment['stripe_size']} B stripe boundary"
+             + (f" (a sample of the {alignment['chunks']} chunks)" if alignment["inspected"] < alignment["chunks"] else ""))
     for problem in result.get("problems", []):
         echo(f"  {problem}")
     shown = [f for f in result["findings"] if f["severity"] != "note"]

@@ -24,6 +24,26 @@ class SizeType(click.ParamType):
 SIZE = SizeType()
 
 
+class PrecisionType(click.ParamType):
+    """A grid step in nm (a finite number >= 1e-6), or ``xtc``."""
+
+    name = "NM|xtc"
+
+    def convert(self, value, param, ctx):
+        if value == "xtc" or isinstance(value, float):
+            return value
+        try:
+            number = float(value)
+        except ValueError:
+            self.fail(f"{value!r} is neither a number of nm nor 'xtc'", param, ctx)
+        if not (number >= 1e-6 and number != float("inf")):
+            self.fail(f"{value} is not a finite number of nm >= 1e-06", param, ctx)
+        return number
+
+
+PRECISION = PrecisionType()
+
+
 class ChunkFrames(click.ParamType):
     """A positive frame count or ``auto``."""
 
@@ -57,24 +77,72 @@ frame_options = compose(
 )
 
 atom_options = compose(
-    click.option("--topology", "-t", type=str, default=None, help="Topology file (PSF, GRO, PDB, TPR...) for --select; also checked against the trajectory's atom count."),
-    click.option("--select", "-s", type=str, default=None, help='MDAnalysis selection of the atoms to keep, e.g. "protein". Needs --topology. Default: all atoms.'),
+    click.option("--topology", "-t", type=str, default=None, help="Topology file (PSF, GRO, PDB, TPR...): checked against the trajectory's atom count, used by --select, and stored in the output (species, mass, charge, id, bonds and the VMD structure module) so the file is self-contained."),
+    click.option("--select", "-s", type=str, default=None, help='MDAnalysis selection of the atoms to keep, e.g. "protein". Needs --topology, unless the input is an H5MD file carrying its own. Default: all atoms.'),
+    click.option("--atom-indices", "atom_indices_file", type=str, default=None, help="Text file of 0-based atom indices to keep (increasing; whitespace or commas), as mdconvert's -a; an alternative to --select that needs no topology."),
 )
 
 segment_options = compose(
-    click.option("--on-overlap", type=click.Choice(["error", "drop"]), default="error", show_default=True, help="Segments whose steps overlap (restarts): refuse, or drop the repeated frames keeping the first copy."),
+    click.option("--on-overlap", type=click.Choice(["error", "drop"]), default="error", show_default=True, help="Segments whose steps overlap (restarts): refuse, or drop the repeated frames keeping the first copy (the summary says how many)."),
 )
 
-layout_options = compose(
+truncation_option = click.option("--on-truncated", type=click.Choice(["error", "drop"]), default="error", show_default=True, help="An input whose last frame is incomplete (a crashed run): refuse, or leave that frame out (the summary names it and its bytes).")
+
+
+def input_format_option(*names):
+    """The option naming the input format (``--format`` for convert), overriding extensions.
+
+    The choices are the formats of the reading stack's registry, with their extensions.
+    """
+    from ..formats import REGISTRY
+
+    known = "; ".join(
+        f"{name} ({' '.join(cls.extensions)})" if cls.extensions else f"{name} (no extension: name it)"
+        for name, cls in sorted(REGISTRY.items())
+    )
+    return click.option(
+        *names, "input_format", type=click.Choice(sorted(REGISTRY), case_sensitive=False), default=None,
+        help=f"Read every input as this format, whatever its extension (as MDAnalysis's format=). "
+             f"Formats and the extensions that select them: {known}. Default: from the extension.",
+    )
+
+
+chunk_options = compose(
     click.option("--chunk-frames", type=ChunkFrames(), default="1", show_default=True, help="Frames per HDF5 chunk; chunks are (K, n_atoms, 3) so a frame is never split. 'auto': as many whole frames as fit in the stripe size, or 1 MiB."),
-    click.option("--precision", type=click.FloatRange(min=1e-6), default=None, help="Store positions lossily, absolute error at most PRECISION/2 nm per coordinate (HDF5's built-in scale-offset filter; any HDF5 reader opens the file). XTC's own precision is 0.001. Default: lossless."),
+    click.option("--precision", type=PRECISION, default=None, help="Store positions lossily, in nm: each coordinate is rounded to a decimal grid step of at most PRECISION (error at most PRECISION/2) and stored as an integer in pm (fm below 0.001 nm), which every H5MD reader, MDAnalysis included, turns back into lengths. 'xtc': the XTC inputs' own grid (0.001 nm for GROMACS' default), keeping their integers exactly. Default: lossless float32."),
+    click.option("--velocity-precision", type=click.FloatRange(min=1e-6, max=1e6), default=None, help="Store velocities lossily, in nm/ps: rounded to the power of two at most VELOCITY_PRECISION (error at most half of it), still float32 in nm ps-1 for every reader. Default: lossless."),
+    click.option("--force-precision", type=click.FloatRange(min=1e-6, max=1e6), default=None, help="Store forces lossily, in kJ/(mol nm), as --velocity-precision does velocities. Default: lossless."),
     click.option("--contiguous", is_flag=True, help="Store positions without chunks (uncompressed only)."),
-    click.option("--compression", type=click.Choice(COMPRESSIONS), default="none", show_default=True, help="HDF5 filter for per-atom data. gzip and lzf are lossless; parallel writes stay collective."),
-    click.option("--compression-level", type=click.IntRange(0, 9), default=None, help="gzip level 0-9. Default: 4."),
-    click.option("--shuffle/--no-shuffle", default=None, help="Byte-shuffle before compressing (better ratios). Default: on when compressing."),
+    click.option("--compression", type=click.Choice(COMPRESSIONS), default="auto", show_default=True, help="Lossless HDF5 filter for per-atom data. auto: none, or shuffle + gzip 4 with --precision. Built into every HDF5: gzip, lzf (serial only). Through hdf5plugin (readers need it: pip install hdf5plugin and 'import hdf5plugin', or HDF5_PLUGIN_PATH for C tools): zstd (byte shuffle + Zstandard), lz4 (bitshuffle + LZ4, fastest to read), blosc2 (bit shuffle + Zstandard). Parallel writes stay collective."),
+    click.option("--compression-level", type=int, default=None, help="Codec level: gzip 0-9 (default 4), zstd 1-22 (3), blosc2 0-9 (5); lz4 and lzf have none."),
+    click.option("--shuffle/--no-shuffle", default=None, help="HDF5 byte shuffle before the codec. Default: on for gzip, lzf and zstd; off for lz4 and blosc2, which bit-shuffle themselves."),
+)
+
+stripe_options = compose(
     click.option("--stripe-count", type=int, default=None, help="Lustre stripe count for the output (-1: all targets). Passed as MPI-IO hint striping_factor and to 'lfs setstripe' when available."),
     click.option("--stripe-size", type=SIZE, default=None, help="Lustre stripe size in bytes, K/M/G accepted (e.g. 1M); a multiple of 64K. MPI-IO hint striping_unit."),
 )
+
+#: How an H5MD file is stored: chunks, compression, precision, striping.
+layout_options = compose(chunk_options, stripe_options)
+
+#: Which per-atom fields of a TRR (or H5MD) input are written.
+field_options = compose(
+    click.option("--velocities/--no-velocities", default=True, show_default=True, help="Write velocities wherever frames hold them (TRR, H5MD; with their own steps when saved at other frames than the positions)."),
+    click.option("--forces/--no-forces", default=True, show_default=True, help="Write forces wherever frames hold them (TRR, H5MD)."),
+)
+
+
+def given_on_command_line(ctx, names):
+    """The parameters among *names* that the user set (not left at their defaults), as a dict."""
+    from click.core import ParameterSource
+
+    return {
+        name: ctx.params[name]
+        for name in names
+        if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP, None)
+    }
+
 
 run_options = compose(
     click.option("--force", "-f", is_flag=True, help="Replace an existing output."),

@@ -3,44 +3,58 @@
 import click
 
 from ..mpi import resolve
-from .options import emit_json, human_bytes, run_options, segment_options, SIZE  # noqa: F401
+from .options import (chunk_options, emit_json, field_options, given_on_command_line, human_bytes, input_format_option,
+                      run_options, segment_options, truncation_option)
+
+#: Options that shape H5MD parts; passed to the library only when given, so that the
+#: library can refuse them with --format same.
+H5MD_PART_PARAMETERS = ("chunk_frames", "precision", "velocity_precision", "force_precision", "contiguous",
+                        "compression", "compression_level", "shuffle", "velocities", "forces")
 
 
 @click.command("split")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
 @click.option("--nparts", "-n", type=click.IntRange(min=1), required=True, help="Number of parts (balanced: sizes differ by at most one frame). Independent of the number of ranks; at most the frame count.")
-@click.option("--output", "-o", required=True, help="Directory for the parts and manifest.json (created; refused when not empty without --force).")
-@click.option("--format", "part_format", type=click.Choice(["same", "h5md"]), default="same", show_default=True, help="same: parts in the input's format, frames copied byte for byte (XTC, TRR, DCD); h5md: H5MD parts with the layout options below.")
+@click.option("--output", "-o", required=True, help="Directory for the parts and manifest.json: created when missing, filled when empty (it keeps its permissions, group and Lustre striping), refused when not empty unless --force.")
+@click.option("--format", "part_format", type=click.Choice(["same", "h5md"]), default="same", show_default=True, help="same: parts in the input's format, frames copied byte for byte (XTC, TRR, DCD); h5md: H5MD parts, shaped by the options below.")
 @segment_options
-@click.option("--chunk-frames", default="1", show_default=True, help="H5MD parts: frames per chunk, or 'auto'.")
-@click.option("--contiguous", is_flag=True, help="H5MD parts: no chunking (uncompressed only).")
-@click.option("--compression", type=click.Choice(["none", "gzip", "lzf"]), default="none", show_default=True, help="H5MD parts: compression filter.")
-@click.option("--compression-level", type=click.IntRange(0, 9), default=None, help="H5MD parts: gzip level 0-9. Default: 4.")
-@click.option("--shuffle/--no-shuffle", default=None, help="H5MD parts: byte shuffle before compressing. Default: on when compressing.")
-@click.option("--precision", type=click.FloatRange(min=1e-6), default=None, help="H5MD parts: lossy positions, error at most PRECISION/2 nm.")
+@truncation_option
+@input_format_option("--input-format")
+@chunk_options
+@field_options
 @run_options
-def command(inputs, nparts, output, part_format, on_overlap, chunk_frames, contiguous, compression,
-            compression_level, shuffle, precision, force, progress, as_json):
+@click.pass_context
+def command(ctx, inputs, nparts, output, part_format, on_overlap, on_truncated, input_format, force, progress,
+            as_json, **h5md_options):
     """Split one trajectory into N part files plus a manifest, for one file per rank.
 
     Several INPUT files are segments of one trajectory. Parts are named part-0001.xtc, ...
-    so they sort in order; DIR/manifest.json describes them (read by 'bench rmsd' and
-    'validate'). Run under mpirun/srun to write parts in parallel.
+    so they sort in order; DIR/manifest.json describes them, with each part's frames,
+    first and last step and time (read by 'bench rmsd' and 'validate'). Run under
+    mpirun/srun to write parts in parallel; a rank may write several parts or none.
+
+    The layout options (--chunk-frames to --shuffle) and --no-velocities/--no-forces
+    shape H5MD parts (--format h5md) as they shape convert's output; with --format same
+    they are refused. A DCD part gets the header of the segment it comes from; a part that
+    would span DCD segments whose headers disagree is refused (use --format h5md).
+
+    Parts are written into a hidden directory inside DIR and moved into place, the
+    manifest last, when every rank succeeded; on an error or a signal (Ctrl-C, SIGTERM,
+    SIGHUP) DIR is left as it was.
 
     \b
     Examples:
       h5mdtool split md.xtc --nparts 64 -o md-parts/
+      h5mdtool split run1.xtc run2.xtc -n 16 -o parts/ --on-overlap drop
       mpirun -n 8 h5mdtool split md.dcd -n 32 -o parts/ --format h5md --compression gzip
+      h5mdtool split md.trr -n 4 -o parts/ --format h5md --no-forces --chunk-frames auto
     """
     from ..split import split
 
-    chunk = chunk_frames if chunk_frames == "auto" else int(chunk_frames)
     comm = resolve()
     summary = split(
         list(inputs), output, nparts, comm=comm, format=part_format, on_overlap=on_overlap,
-        force=force, progress=progress, chunk_frames=chunk, contiguous=contiguous,
-        compression=compression, compression_level=compression_level, shuffle=shuffle,
-        precision=precision,
+        on_truncated=on_truncated, input_format=input_format, force=force, progress=progress, **given_on_command_line(ctx, H5MD_PART_PARAMETERS),
     )
     if comm.rank != 0:
         return
@@ -53,6 +67,8 @@ def command(inputs, nparts, output, part_format, on_overlap, chunk_frames, conti
         f"{summary['n_frames']} frames x {summary['n_atoms']} atoms, {min(sizes)}-{max(sizes)} frames "
         f"per part, {human_bytes(summary['bytes'])}"
     )
+    for dropped in summary["dropped"]:
+        click.echo(f"dropped {dropped['n_frames']} frame(s) of {dropped['path']}: {dropped['reason']}")
     click.echo(f"manifest: {summary['manifest']}")
     click.echo(
         f"{summary['seconds']:.2f} s on {summary['n_ranks']} rank(s): "

@@ -48,21 +48,29 @@ class GreedyCommand(click.Command):
 @click.option("--against", multiple=True, metavar="SOURCE...",
               help="Source trajectory (XTC, TRR, DCD or H5MD; several files are its segments, in order; put --against after the files). Every frame's positions, velocities, forces, step, time and box are compared; frames are divided among MPI ranks.")
 @click.option("--tolerance", type=click.FloatRange(min=0), default=None,
-              help="Absolute tolerance of --against, in nm for positions and box (nm/ps, kJ/(mol nm) for velocities, forces). Default: exact for float32 sources in the file's units (XTC, TRR), 2.5e-7 relative where units are converted (DCD), half the recorded precision of lossy files.")
+              help="Absolute tolerance of --against, in nm for positions and box (nm/ps, kJ/(mol nm) for velocities, forces). Default: exact for float32 sources in the file's units (XTC, TRR), 2.5e-7 relative where units are converted (DCD), half the recorded precision of lossy files. A NaN or inf on either side is a difference whatever the tolerance.")
 @segment_options
 @click.option("--strict", is_flag=True, help="Warnings fail too (exit status 1).")
 @click.option("--notes", is_flag=True, help="Also print notes (points of the specification no known reader depends on); --json always has them.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document: files, findings (rule, severity, path, message, fix), comparisons, totals, exit code.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on rank 0 for --against. Default: on when standard error is a terminal.")
 def command(files, profile, against, tolerance, on_overlap, strict, notes, as_json, progress):
-    """Check H5MD files: H5MD 1.1 conformance, MDAnalysis readability, layout lint.
+    """Check H5MD files: H5MD 1.1 conformance, MDAnalysis readability, layout lint, data.
+
+    The data rules need no source: frames of zeros, NaN or inf, frames far outside the box,
+    steps or times that go backwards, boxes of zero volume, data declared but never stored.
+    They read the per-atom data once, in bounded blocks (seconds for a 2 GiB file).
 
     FILE may also be a split manifest (manifest.json, or the directory holding it): its
-    parts must exist, match their sizes and frame counts and tile the frames; H5MD parts
-    are validated too. Every finding has a stable rule id (docs/validation.md).
+    document, and its parts' existence, sizes, frame and atom counts, order and identity
+    (swapped or duplicated parts) are checked; H5MD parts are validated too. Every finding
+    has a stable rule id (docs/validation.md).
+
+    Serial runs read each file in a child process: a libhdf5 crash, or no progress for
+    H5MDTOOL_READ_TIMEOUT seconds (default 60), becomes a finding instead of a hang.
 
     Exit status: 0 no errors (warnings allowed unless --strict), 1 errors found, 2 a file
-    could not be read at all (missing, a directory, not HDF5, truncated).
+    could not be read at all (missing, a directory, a FIFO, not HDF5, truncated).
 
     \b
     Examples:
@@ -109,9 +117,12 @@ def print_report(report, notes=False):
         comparison = file.comparison
         if comparison and comparison.get("compared_frames") is not None and not comparison.get("n_differing"):
             if comparison["n_atoms"] == comparison["source_n_atoms"] and comparison["compared_frames"]:
-                fields = ", ".join(comparison["fields"] + (["box"] if comparison["box_compared"] else []))
-                click.echo(f"  {comparison['compared_frames']} frames equal to the source ({fields}, step, time) "
-                           f"on {_plural(comparison['n_ranks'], 'rank')}")
+                fields = comparison["fields"] + (["box"] if comparison["box_compared"] else []) + ["step"]
+                if comparison.get("time_compared", True):
+                    fields.append("time")
+                click.echo(f"  {comparison['compared_frames']} frames equal to the source ({', '.join(fields)}) "
+                           f"on {_plural(comparison['n_ranks'], 'rank')}"
+                           + ("" if comparison.get("time_compared", True) else "; time not compared: the file stores none"))
     if len(report.files) > 1:
         click.echo(f"{_plural(len(report.files), 'file')}: {_plural(report.errors, 'error')}, "
                    f"{_plural(report.warnings, 'warning')}"

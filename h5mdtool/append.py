@@ -1,0 +1,278 @@
+"""``h5mdtool convert NEW... --append FILE``: extend an H5MD file written by h5mdtool.
+
+The new frames must follow the file's last step (overlapping frames are refused, or dropped
+with ``--on-overlap drop``) and hold what the file holds: the same atoms (the file's ``id``
+selects them from a full system), the same elements sampled alike, time when the file has
+it, a box when the file has one. They are stored exactly as the file stores its frames: same
+chunks, codec and encodings.
+
+How an interrupted append leaves the file: all the new frames, or none. HDF5 has no
+transactions (a write cut short can leave a file whose datasets disagree), so the append
+works on a copy and publishes it with one rename:
+
+1. Rank 0 copies FILE to a hidden temporary beside it: a reflink where the file system
+   shares blocks (XFS, Btrfs: instant), otherwise a copy made by the kernel (about the time
+   of reading FILE once).
+2. All ranks extend the copy's datasets and write the new frames into it, in parallel, with
+   FILE's chunks, codec and encodings; the last, partial chunk of FILE is rewritten whole
+   (its stored rows, then the first new frames), so no chunk is shared by two ranks.
+3. Rank 0 records the append in the provenance and renames the copy over FILE.
+
+A run stopped before step 3 (an error, Ctrl-C, SIGTERM, a killed rank) leaves FILE as it
+was; the temporary is removed on errors and signals (a ``kill -9`` of every rank leaves it,
+hidden, as for any h5mdtool output).
+"""
+
+import json
+import os
+import time
+
+import numpy as np
+
+from .convert import DEFAULT_BLOCK_BYTES, ConvertPlan
+from .errors import InputError, OutputError, OverlapError, UsageError
+from .formats import check_trajectory, load_decoders, scan
+from .layout import Layout
+from .mpi import abort_unless_collective, cleanup_on_abort, entry_point, open_h5, require_parallel_h5py, root_call
+from .outputs import clone_file, publish, remove_quietly, temporary_name
+from .progress import progress_bar
+from .provenance import base_record
+from .testhooks import delay
+from .writer import ELEMENT_NAMES, PARTICLES, PROVENANCE, TrajectoryWriter, read_provenance
+
+#: Layout fields a file's provenance records, passed back to :class:`Layout`.
+LAYOUT_FIELDS = ("chunk_frames", "compression", "compression_level", "shuffle", "precision",
+                 "velocity_precision", "force_precision")
+
+
+def _structure(path, handle):
+    """The element groups of an h5mdtool file: [(fields, value paths by field, step path, n_rows)].
+
+    Raises
+    ------
+    InputError
+        If the file was not written by h5mdtool, or cannot grow.
+    """
+    record = read_provenance(handle)
+    if record is None or PARTICLES not in handle:
+        raise InputError(f"{path}: not written by h5mdtool (no {PROVENANCE} record): --append extends "
+                         "h5mdtool's own files; convert it once (relayout) to get one")
+    group = handle[PARTICLES]
+    groups = []
+    for name, element in ELEMENT_NAMES.items():
+        if element not in group:
+            continue
+        value = group[f"{element}/value"]
+        if value.chunks is None or value.maxshape[0] is not None:
+            raise InputError(f"{path}: its {element} data cannot grow (contiguous, or written before h5mdtool "
+                             "made datasets growable): convert it again to append to it")
+        step = group[f"{element}/step"]
+        for fields, paths, owner, _ in groups:
+            if owner == step:  # hard-linked step: sampled with that group
+                fields.append(name)
+                paths[name] = value.name
+                break
+        else:
+            groups.append(([name], {name: value.name}, step, value.shape[0]))
+    if "box" in group and "edges" in group["box"] and hasattr(group["box/edges"], "keys"):
+        for fields, paths, owner, _ in groups:
+            if "positions" in fields:
+                fields.append("box")
+                paths["edges"] = group["box/edges/value"].name
+    return record, [(tuple(fields), paths, owner.name, n) for fields, paths, owner, n in groups]
+
+
+def _lead(handle, paths, step_path, n_rows, chunk):
+    """The stored rows of the file's last, partial chunk (what the temporary file starts with)."""
+    n_lead = n_rows % chunk
+    rows = slice(n_rows - n_lead, n_rows)
+    lead = {name: handle[path][rows] for name, path in paths.items()}
+    lead["step"] = handle[step_path][rows]
+    time_path = step_path.rsplit("/", 1)[0] + "/time"
+    lead["time"] = handle[time_path][rows] if time_path in handle else None
+    return lead
+
+
+def _plan(comm, inputs, target, *, on_overlap, on_truncated, format, velocities, forces, command):
+    """Rank 0: check FILE and the new frames; the plan of the temporary file."""
+    import h5py
+
+    if not os.path.isfile(target):
+        raise InputError(f"{target}: no such file to append to")
+    try:
+        with h5py.File(target, "r") as handle:
+            record, groups = _structure(target, handle)
+            layout = Layout(**{key: record["layout"].get(key) for key in LAYOUT_FIELDS if key in record["layout"]})
+            chunk = handle[groups[0][1]["positions"]].chunks[0]
+            layout.chunk_frames = chunk
+            dtypes = {name: str(handle[path].dtype) for _, paths, _, _ in groups for name, path in paths.items()}
+            n_atoms = handle[groups[0][1]["positions"]].shape[1]
+            ids = handle[f"{PARTICLES}/id"][()] if f"{PARTICLES}/id" in handle else None
+            last_steps = [int(handle[step][-1]) for _, _, step, n_rows in groups if n_rows]
+            last_step = max(last_steps) if last_steps else None
+            has_time = f"{PARTICLES}/position/time" in handle
+            leads = [_lead(handle, paths, step, n_rows, chunk) for _, paths, step, n_rows in groups]
+    except (OSError, KeyError, ValueError, TypeError) as error:
+        raise InputError(f"{target}: cannot be appended to ({error})") from None
+    index = scan(inputs, on_overlap=on_overlap, format=format, on_truncated=on_truncated)
+    frames = np.arange(index.n_frames)
+    if last_step is not None and index.step[0] <= last_step:
+        if on_overlap == "error":
+            raise OverlapError(f"{inputs[0]} starts at step {int(index.step[0])} but {target} already reached "
+                               f"step {last_step} (use --on-overlap drop to keep the file's frames)")
+        frames = frames[index.step > last_step]
+        if not len(frames):
+            raise InputError(f"every new frame has a step the file already holds (up to step {last_step})")
+    check_trajectory(index, frames)
+    atom_indices = None
+    if index.n_atoms != n_atoms:
+        if ids is None or len(ids) != n_atoms or ids.max() >= index.n_atoms:
+            raise InputError(f"the new frames hold {index.n_atoms} atoms but {target} holds {n_atoms}"
+                             + ("" if ids is None else " (its 'id' does not select them from the new frames)"))
+        atom_indices = ids  # the file says which atoms of the full system it keeps
+    if (index.time is not None) != has_time:
+        raise InputError(f"{target} {'records' if has_time else 'records no'} time but the new frames "
+                         f"{'do not' if has_time else 'do'}: an append cannot change that")
+    wanted = [name for name in ("positions", "velocities", "forces")
+              if index.has(name) and index.fields[name][frames].any()
+              and not (name == "velocities" and not velocities) and not (name == "forces" and not forces)]
+    held = [name for fields, _, _, _ in groups for name in fields if name != "box"]
+    if set(wanted) != set(held):
+        missing, extra = sorted(set(held) - set(wanted)), sorted(set(wanted) - set(held))
+        raise InputError(f"{target} holds {', '.join(held)} but the new frames hold {', '.join(wanted)}"
+                         + (f": pass --no-{extra[0]} to leave {extra[0]} out" if extra and not missing else ""))
+    has_box = any("box" in fields for fields, _, _, _ in groups)
+    if index.has("box") and index.fields["box"][frames].any() and not has_box:
+        raise InputError(f"the new frames hold a box but {target} has none: an append cannot add one")
+    for name in wanted:
+        stored = layout.encoding(name, index.dtype).dtype
+        if stored != dtypes[name]:
+            raise InputError(f"{target} stores {name} as {dtypes[name]} but the new frames would be {stored} "
+                             "(double precision, or another --precision): an append cannot change it")
+    new_groups = index.element_groups(frames, wanted + (["box"] if has_box else []))
+    if sorted(tuple(sorted(f)) for f, _ in new_groups) != sorted(tuple(sorted(f)) for f, _, _, _ in groups):
+        raise InputError(f"the new frames sample their fields differently from {target} "
+                         f"({[list(f) for f, _ in new_groups]} against {[list(f) for f, _, _, _ in groups]})")
+    order = {tuple(sorted(f)): number for number, (f, _) in enumerate(new_groups)}
+    plan_groups = [new_groups[order[tuple(sorted(fields))]] for fields, _, _, _ in groups]
+    plan_groups = [(fields, group_frames) for (fields, _, _, _), (_, group_frames) in zip(groups, plan_groups)]
+    provenance = base_record(comm, command)
+    provenance.update(inputs=index.describe(), layout=layout.describe(), fields=wanted)
+    plan = ConvertPlan(index=index, layout=layout, frames=range(0), atom_indices=atom_indices, groups=plan_groups,
+                       temporary=temporary_name(target), output=os.path.abspath(target), provenance=provenance,
+                       lead=leads)
+    return plan, groups
+
+
+def _clone(target, copy):
+    """Rank 0: the working copy of FILE; how it was made."""
+    try:
+        return clone_file(target, copy)
+    except OSError as error:
+        raise OutputError(f"{target}: cannot make the working copy beside it ({error.strerror})") from None
+
+
+def _publish(copy, target, summary):
+    """Rank 0: record the append in the copy's provenance, then rename the copy over FILE."""
+    import h5py
+
+    with h5py.File(copy, "r+") as handle:
+        record = read_provenance(handle)
+        record.setdefault("appends", []).append(summary)
+        handle[PROVENANCE].attrs["json"] = json.dumps(record, sort_keys=True, default=str)
+    delay("append-commit", 0)
+    publish(copy, target)
+
+
+def _extend(plan, groups, comm, bar, block_bytes):
+    """Collective: grow the copy's datasets and write the new frames (after FILE's last full chunk)."""
+    from .convert import _write_group
+    from .formats import TrajectoryReader
+
+    sizes = [n_rows + len(frames) for (_, _, _, n_rows), (_, frames) in zip(groups, plan.groups)]
+    h5file = open_h5(plan.temporary, "r+", comm, rdcc_nbytes=0)
+    try:
+        writer = TrajectoryWriter.extend(h5file, [(fields, paths) for fields, paths, _, _ in groups], sizes, comm)
+        with TrajectoryReader(plan.index, plan.atom_indices) as reader:
+            for number, (_, _, _, n_rows) in enumerate(groups):
+                n_lead = len(plan.lead[number]["step"])
+                _write_group(writer, number, plan, reader, comm, bar, block_bytes, row_offset=n_rows - n_lead)
+    except BaseException as error:
+        abort_unless_collective(comm, error)
+        h5file.close()
+        raise
+    h5file.close()
+
+
+@entry_point
+def append(inputs, target, *, comm=None, on_overlap="error", on_truncated="error", format=None, velocities=True,
+           forces=True, progress=None, block_bytes=DEFAULT_BLOCK_BYTES, command=None):
+    """Append the frames of trajectory *inputs* to the h5mdtool H5MD file *target*.
+
+    Parameters
+    ----------
+    inputs : str or sequence of str
+        New segments, in order; their frames must follow the file's last step.
+    target : str
+        An H5MD file written by h5mdtool (with growable datasets).
+    comm : mpi4py communicator, optional
+    on_overlap : {"error", "drop"}
+        New frames at steps the file (or an earlier new segment) holds: refuse, or drop them.
+    on_truncated, format : see :func:`h5mdtool.convert`
+    velocities, forces : bool
+        False leaves out new velocities (forces) the file has no element for.
+    progress : bool, optional
+    block_bytes : int
+    command : str, optional
+
+    Returns
+    -------
+    dict
+        Summary: target, frames before and added, per element, seconds (the same on every rank).
+
+    Raises
+    ------
+    InputError
+        A file not written by h5mdtool or that cannot grow; new frames that overlap it, hold
+        other atoms or other elements, or record time or a box where the file does not.
+    """
+    started = time.perf_counter()
+    inputs = [os.fspath(p) for p in ([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)]
+    target = os.fspath(target)
+    require_parallel_h5py(comm)
+    if comm.rank != 0:
+        load_decoders(inputs, format)
+    plan, groups = root_call(comm, _plan, comm, inputs, target, on_overlap=on_overlap,
+                                      on_truncated=on_truncated, format=format, velocities=velocities,
+                                      forces=forces, command=command)
+    added = [len(frames) for _, frames in plan.groups]
+    summary = {"created": plan.provenance["created"], "command": plan.provenance["command"],
+               "inputs": plan.provenance["inputs"], "frames_added": added, "n_ranks": comm.size}
+    with cleanup_on_abort(lambda: remove_quietly(plan.temporary)):
+        summary["copy"] = root_call(comm, _clone, target, plan.temporary)
+        with progress_bar(sum(added), "append", comm, enabled=progress) as bar:
+            _extend(plan, groups, comm, bar, block_bytes)
+        root_call(comm, _publish, plan.temporary, target, summary)
+    return {
+        "target": plan.output,
+        "n_frames_before": [n for _, _, _, n in groups],
+        "n_frames_added": added,
+        "elements": [list(fields) for fields, _, _, _ in groups],
+        "copy": summary["copy"],
+        "n_ranks": comm.size,
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def check_append_options(output, append, **layout_options):
+    """Refuse option combinations that make no sense with ``--append``.
+
+    Raises
+    ------
+    UsageError
+    """
+    if output is not None:
+        raise UsageError("give --output or --append, not both")
+    given = sorted(name for name, value in layout_options.items() if value not in (None, False, "auto", 1))
+    if given:
+        raise UsageError(f"--append keeps the file's own layout; drop {', '.join('--' + g.replace('_', '-') for g in given)}")

@@ -1,0 +1,142 @@
+"""Lossless HDF5 codecs of ``--compression``: built-in ones and hdf5plugin's.
+
+Each :class:`Codec` knows its HDF5 filter, its levels, whether a reader needs hdf5plugin,
+and how to set itself on a dataset creation property list. Plugin filters are set as
+*mandatory*: h5py marks the filters it does not know as optional, and HDF5 then stores a
+chunk unfiltered when the filter declines it, a mark parallel HDF5 1.10.8 loses in
+collective writes (seen with lzf, which h5py also marks optional: unreadable chunks).
+
+Readers call :func:`register_plugins` before reading filtered data; h5mdtool's own readers
+do so themselves.
+"""
+
+from dataclasses import dataclass
+
+from .errors import StackError, UsageError
+
+#: HDF5's shuffle filter id (built in).
+SHUFFLE_ID = 2
+
+
+@dataclass(frozen=True)
+class Codec:
+    """A lossless compression choice.
+
+    Attributes
+    ----------
+    name : str
+        The ``--compression`` value.
+    filter_id : int or None
+        HDF5 filter id (None for ``none``).
+    plugin : bool
+        True when readers need the filter plugin (``pip install hdf5plugin`` and ``import
+        hdf5plugin`` in Python, or ``HDF5_PLUGIN_PATH`` for C readers and h5dump).
+    levels : tuple of int or None
+        Allowed ``--compression-level`` range, inclusive.
+    default_level : int or None
+    byte_shuffle : bool
+        Whether HDF5's byte shuffle helps (codecs with their own bit shuffle say False).
+    parallel : bool
+        Whether it can be written by several ranks (lzf cannot, see :meth:`Layout.check_parallel`).
+    summary : str
+    """
+
+    name: str
+    filter_id: int = None
+    plugin: bool = False
+    levels: tuple = None
+    default_level: int = None
+    byte_shuffle: bool = True
+    parallel: bool = True
+    summary: str = ""
+
+    def check_level(self, level):
+        """The level to use: *level* checked, or the default.
+
+        Raises
+        ------
+        UsageError
+            If the codec has no levels or *level* is outside them.
+        """
+        if level is None:
+            return self.default_level
+        if self.levels is None:
+            raise UsageError(f"--compression-level does not apply to {self.name}")
+        low, high = self.levels
+        if not low <= level <= high:
+            raise UsageError(f"{self.name} level must be {low}-{high}, got {level}")
+        return level
+
+    def options(self, level):
+        """hdf5plugin's filter arguments for this codec at *level* (``compression_opts``)."""
+        import hdf5plugin
+
+        if self.name == "zstd":
+            return tuple(hdf5plugin.Zstd(clevel=level)["compression_opts"])
+        if self.name == "lz4":
+            return tuple(hdf5plugin.Bitshuffle(cname="lz4")["compression_opts"])
+        if self.name == "blosc2":
+            return tuple(hdf5plugin.Blosc2(cname="zstd", clevel=level, filters=hdf5plugin.Blosc2.BITSHUFFLE)
+                         ["compression_opts"])
+        raise ValueError(self.name)
+
+    def set_on(self, dcpl, level, shuffle):
+        """Add this codec's filters (byte shuffle first when *shuffle*) to a creation property list."""
+        import h5py
+
+        if shuffle:
+            dcpl.set_shuffle()
+        if self.name == "gzip":
+            dcpl.set_deflate(level)
+        elif self.name == "lzf":
+            dcpl.set_filter(h5py.h5z.FILTER_LZF, h5py.h5z.FLAG_OPTIONAL)
+        elif self.filter_id is not None:
+            register_plugins(required=True)
+            dcpl.set_filter(self.filter_id, h5py.h5z.FLAG_MANDATORY, self.options(level))
+
+
+CODECS = {
+    "none": Codec("none", summary="no compression"),
+    "gzip": Codec("gzip", 1, levels=(0, 9), default_level=4, summary="deflate (zlib), built into every HDF5"),
+    "lzf": Codec("lzf", 32000, parallel=False, summary="lzf, shipped with h5py (serial writes only)"),
+    "zstd": Codec("zstd", 32015, plugin=True, levels=(1, 22), default_level=3,
+                  summary="Zstandard, with HDF5's byte shuffle (hdf5plugin)"),
+    "lz4": Codec("lz4", 32008, plugin=True, byte_shuffle=False,
+                 summary="bitshuffle + LZ4, fastest to read (hdf5plugin)"),
+    "blosc2": Codec("blosc2", 32026, plugin=True, levels=(0, 9), default_level=5, byte_shuffle=False,
+                    summary="Blosc2: bit shuffle + Zstandard (hdf5plugin)"),
+}
+
+
+def codec(name):
+    """The :class:`Codec` called *name*.
+
+    Raises
+    ------
+    UsageError
+        For an unknown name.
+    """
+    try:
+        return CODECS[name]
+    except KeyError:
+        raise UsageError(f"unknown compression {name!r}; choose one of {', '.join(CODECS)}") from None
+
+
+def register_plugins(required=False):
+    """Make hdf5plugin's filters available to this process's HDF5; True when they are.
+
+    Raises
+    ------
+    StackError
+        With *required*, when hdf5plugin is not installed.
+    """
+    try:
+        import hdf5plugin  # noqa: F401 - importing registers the filters with HDF5
+    except ImportError:
+        if required:
+            raise StackError(
+                "this compression needs the hdf5plugin package: pip install --no-deps hdf5plugin "
+                "(after h5py, so that the parallel h5py stays)"
+            ) from None
+        return False
+    return True

@@ -1,0 +1,324 @@
+"""What every trajectory format of h5mdtool provides: a scanned :class:`Segment`, a reader,
+and the reusable :class:`FrameBlock` readers fill.
+
+A format is a subclass of :class:`Format` (one module per format in this package, listed in
+the registry of :mod:`h5mdtool.formats`). It has two halves, following the project's MPI
+rules:
+
+* :meth:`Format.scan` runs on rank 0 only. It reads every frame header of one file, checks
+  each (atom count, which fields the frame holds, finite box and time, the frame's byte
+  length) and accounts for the file to the byte, and returns a :class:`Segment`: small,
+  picklable, broadcast to every rank. Nothing is ever written beside the input.
+* An instance, made on any rank from a :class:`Segment`, reads blocks of frames for a
+  selection of atoms into a :class:`FrameBlock`, in h5mdtool's units (nm, ps, nm/ps,
+  kJ/(mol nm)), and checks what it decoded is finite.
+"""
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import InputError
+
+#: Per-atom fields a frame may hold, in the order h5mdtool writes them.
+ATOM_FIELDS = ("positions", "velocities", "forces")
+#: Everything a frame may hold besides step and time.
+FIELDS = ATOM_FIELDS + ("box",)
+#: h5mdtool's units for each field (H5MD notation).
+UNITS = {"positions": "nm", "velocities": "nm ps-1", "forces": "kJ mol-1 nm-1", "box": "nm", "time": "ps"}
+#: What each field is called in messages.
+NAMES = {"positions": "positions", "velocities": "velocities", "forces": "forces", "box": "box"}
+
+ANGSTROM_PER_NM = 10.0
+
+
+def reason(error):
+    """First line of an exception's message, or its type name."""
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0]
+
+
+def hdf5_open_error(path, error):
+    """An :class:`InputError` for an HDF5 file h5py could not open, saying why in user terms."""
+    text = reason(error)
+    if "lock" in text.lower():
+        return InputError(
+            f"{path}: locked by another process (HDF5 file locking: is a program still writing it?); "
+            "on a file system without working locks set HDF5_USE_FILE_LOCKING=FALSE"
+        )
+    return InputError(f"{path}: not a readable H5MD file ({text})")
+
+
+def file_stat(path):
+    """``os.stat`` of an input trajectory, refusing what cannot be one.
+
+    Raises
+    ------
+    InputError
+        Missing, a directory or other non-regular file (a FIFO would block), empty, unreadable.
+    """
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except OSError as error:
+        raise InputError(f"{path}: cannot be read ({reason(error)})") from None
+    import stat as stat_module
+
+    if stat_module.S_ISDIR(stat.st_mode):
+        raise InputError(f"{path}: is a directory, not a trajectory file")
+    if not stat_module.S_ISREG(stat.st_mode):
+        raise InputError(f"{path}: not a regular file (a pipe or device cannot be scanned and read again)")
+    if stat.st_size == 0:
+        raise InputError(f"{path}: file is empty")
+    if not os.access(path, os.R_OK):
+        raise InputError(f"{path}: permission denied")
+    return stat
+
+
+@dataclass
+class Segment:
+    """What rank 0 learned about one trajectory file; picklable, broadcast to every rank.
+
+    Attributes
+    ----------
+    path, format : str
+    n_atoms, n_frames : int
+    size : int
+        Bytes of the file when it was scanned.
+    mtime : float
+    step : numpy.ndarray
+        int64, one per frame.
+    time : numpy.ndarray or None
+        float64 in ps, one per frame; None when the file records no time (H5MD allows it).
+    fields : dict
+        Field name (``positions``, ``velocities``, ``forces``, ``box``) -> bool array, which
+        frames hold it. Fields the file never holds are absent.
+    dtype : str
+        Floating-point type of the per-atom values as read (``float32``, or ``float64`` for a
+        double-precision TRR or H5MD file).
+    boundary : list of str
+        Per dimension, ``periodic`` or ``none``.
+    offsets : numpy.ndarray, optional
+        XTC/TRR: byte offset of each frame, followed by the end of the last one.
+    details : dict
+        Format-specific facts the readers need (picklable).
+    skip : int
+        Leading frames dropped because an earlier segment already holds their steps.
+    dropped : dict, optional
+        What the scan left out (an incomplete last frame), for the summary and provenance.
+    """
+
+    path: str
+    format: str
+    n_atoms: int
+    n_frames: int
+    size: int
+    mtime: float
+    step: np.ndarray
+    time: np.ndarray
+    fields: dict
+    dtype: str = "float32"
+    boundary: list = None
+    offsets: np.ndarray = None
+    details: dict = field(default_factory=dict)
+    skip: int = 0
+    dropped: dict = None
+
+    @property
+    def kept(self):
+        """Number of frames of this file that belong to the trajectory."""
+        return self.n_frames - self.skip
+
+    def has(self, name):
+        """True when any kept frame holds field *name*."""
+        present = self.fields.get(name)
+        return present is not None and bool(present[self.skip:].any())
+
+    def describe(self):
+        """JSON-friendly summary (provenance, summaries)."""
+        kept = self.step[self.skip:]
+        record = {
+            "path": os.path.abspath(self.path),
+            "format": self.format,
+            "size": self.size,
+            "mtime": self.mtime,
+            "n_frames": self.n_frames,
+            "frames_dropped_as_overlap": self.skip,
+            "first_step": int(kept[0]) if len(kept) else None,
+            "last_step": int(kept[-1]) if len(kept) else None,
+            "fields": {name: int(present.sum()) for name, present in self.fields.items()},
+        }
+        if self.dropped:
+            record["dropped"] = dict(self.dropped)
+        return record
+
+
+class FrameBlock:
+    """Reusable buffers for up to *capacity* frames of one trajectory.
+
+    Attributes ``positions``, ``velocities``, ``forces`` are ``(capacity, n_atoms, 3)``
+    arrays of *dtype* for the fields read (None otherwise), ``edges`` ``(capacity, 3, 3)``
+    box vectors as rows in nm (zeros where a frame has no box), ``step`` int64 and ``time``
+    float64 ps. Only the first ``n`` rows are valid after a read.
+    """
+
+    def __init__(self, capacity, n_atoms, fields, dtype=np.float32):
+        self.capacity = int(capacity)
+        self.n_atoms = int(n_atoms)
+        self.fields = tuple(fields)
+        self.dtype = np.dtype(dtype)
+        shape = (self.capacity, self.n_atoms, 3)
+        for name in ATOM_FIELDS:
+            setattr(self, name, np.empty(shape, self.dtype) if name in self.fields else None)
+        self.edges = np.zeros((self.capacity, 3, 3), np.float32)
+        self.step = np.zeros(self.capacity, np.int64)
+        self.time = np.zeros(self.capacity, np.float64)
+        self.n = 0
+
+    def view(self, name):
+        """The valid rows of array *name*."""
+        array = getattr(self, name)
+        return None if array is None else array[: self.n]
+
+
+class Format:
+    """Base class of a trajectory format: scan a file on rank 0, read blocks on any rank.
+
+    Subclasses set :attr:`name`, :attr:`extensions` and :attr:`decoders` and implement
+    :meth:`scan` and :meth:`read_frames`.
+
+    Parameters
+    ----------
+    segment : Segment
+        From :meth:`scan`.
+    atom_indices : array of int, optional
+        Atoms to read, in increasing order; all when None.
+    """
+
+    #: Format name as users write it (``--format``), upper case.
+    name = None
+    #: File extensions (lower case, with the dot) that select this format.
+    extensions = ()
+    #: Modules that decode this format, imported early by ranks other than 0.
+    decoders = ()
+    #: True when decoded values are finite by construction (no check needed).
+    finite_by_construction = False
+    #: Refuse non-finite values (off only where they are the object of study: validate --against).
+    check_values = True
+
+    def __init__(self, segment, atom_indices=None):
+        self.segment = segment
+        self.atom_indices = None if atom_indices is None else np.asarray(atom_indices, np.int64)
+
+    @classmethod
+    def scan(cls, path, on_truncated="error"):
+        """Scan one file (rank 0) and return its :class:`Segment`.
+
+        Parameters
+        ----------
+        path : str
+        on_truncated : {"error", "drop"}
+            An incomplete last frame (a crashed run): refuse, or leave it out and record it
+            in :attr:`Segment.dropped`.
+
+        Raises
+        ------
+        InputError
+            The file is missing, of another format, truncated or corrupt; the message names
+            the frame and byte offset.
+        """
+        raise NotImplementedError
+
+    def read_frames(self, frames, block, row, fields):
+        """Fill rows ``row...`` of *block* with *fields* of local *frames* (increasing).
+
+        The caller asks only for fields the frames hold. Step and time are filled by
+        :meth:`read`. Returns the next free row.
+        """
+        raise NotImplementedError
+
+    def read(self, frames, block, row, fields):
+        """Read local *frames* into *block* from *row* on, with step, time and box; check values.
+
+        Returns
+        -------
+        int
+            The next free row.
+
+        Raises
+        ------
+        InputError
+            If a frame cannot be decoded or holds non-finite values (naming file and frame).
+        """
+        frames = np.asarray(frames, np.int64)
+        segment = self.segment
+        for name in fields:
+            if name == "box":  # optional per frame: frames without one get zero edges
+                continue
+            present = segment.fields.get(name)
+            if present is None or not present[frames].all():
+                missing = frames[0] if present is None else frames[~present[frames]][0]
+                raise InputError(f"{segment.path}: frame {int(missing)} holds no {NAMES[name]}")
+        end = self.read_frames(frames, block, row, [f for f in fields if f != "box"])
+        rows = slice(row, end)
+        block.step[rows] = segment.step[frames]
+        block.time[rows] = np.nan if segment.time is None else segment.time[frames]
+        if self.check_values and segment.time is not None and not np.isfinite(segment.time[frames]).all():
+            bad = frames[~np.isfinite(segment.time[frames])][0]
+            raise InputError(f"{segment.path}: frame {int(bad)} has a non-finite time; h5mdtool refuses NaN "
+                             "and infinite values")
+        if self.check_values and not self.finite_by_construction:
+            for name in fields:
+                values = block.edges[rows] if name == "box" else getattr(block, name)[rows]
+                self.check_finite(values, frames, name)
+        return end
+
+    def check_finite(self, values, frames, name):
+        """Raise :class:`InputError` naming the first frame of *values* with a NaN or infinity."""
+        if np.isfinite(values).all():
+            return
+        bad = ~np.isfinite(values.reshape(len(values), -1))
+        row = int(np.flatnonzero(bad.any(axis=1))[0])
+        detail = ""
+        if name != "box":
+            atom = int(np.flatnonzero(bad[row])[0]) // 3
+            if self.atom_indices is not None:
+                atom = int(self.atom_indices[atom])
+            detail = f" (atom {atom})"
+        raise InputError(
+            f"{self.segment.path}: frame {int(frames[row])} holds non-finite {NAMES[name]}{detail}; "
+            "h5mdtool refuses NaN and infinite values"
+        )
+
+    def error(self, frame, error):
+        """An :class:`InputError` for a frame that could not be decoded."""
+        return InputError(f"{self.segment.path}: cannot read {self.name} frame {int(frame)} ({reason(error)})")
+
+    def close(self):
+        """Release the file (collective for an H5MD file opened with MPI-IO)."""
+
+
+def truncated(path, frame, start, have, need, on_truncated, hint="--on-truncated drop"):
+    """The message (or drop record) for a file ending inside frame *frame*.
+
+    Returns
+    -------
+    dict
+        With ``on_truncated="drop"``: what was dropped, for :attr:`Segment.dropped`.
+
+    Raises
+    ------
+    InputError
+        With ``on_truncated="error"``.
+    """
+    dropped = {"frame": int(frame), "first_byte": int(start), "bytes": int(have)}
+    if on_truncated == "drop":
+        return dropped
+    need_text = f" of the {need} it needs" if need else ""
+    raise InputError(
+        f"{path}: ends inside frame {frame}: {have} byte(s) from byte {start}{need_text} "
+        f"(an incomplete last frame, as a crashed run leaves); pass {hint} to use the "
+        f"{frame} complete frame(s)"
+    )

@@ -1,0 +1,333 @@
+"""One trajectory made of segment files: scanning (rank 0), the shared index, block reading.
+
+:func:`scan` scans each segment with its format's scanner, checks that the segments hold the
+same atoms, resolves overlapping steps between consecutive segments (restarts) and checks
+that steps increase through the whole trajectory. The :class:`TrajectoryIndex` it returns
+holds, per frame of the trajectory, the step, the time and which fields the frame holds.
+"""
+
+import os
+
+import numpy as np
+
+from ..errors import InputError, OverlapError, UsageError
+from . import REGISTRY, detect_format
+from .base import ATOM_FIELDS, FIELDS, FrameBlock
+
+#: How segment overlaps are handled: refuse them, or keep the first copy of each step.
+OVERLAP_POLICIES = ("error", "drop")
+#: What to do with an incomplete last frame: refuse, or leave it out and say so.
+TRUNCATION_POLICIES = ("error", "drop")
+
+
+def scan_segment(path, format=None, on_truncated="error", group=None):
+    """Scan one trajectory file (rank 0) and return its :class:`~h5mdtool.formats.base.Segment`.
+
+    Raises
+    ------
+    InputError
+        If the file is missing, empty, of an unknown format, truncated or corrupt.
+    """
+    path = os.fspath(path)
+    cls = REGISTRY[detect_format(path, format)]
+    if cls.name == "H5MD":
+        return cls.scan(path, on_truncated=on_truncated, group=group)
+    return cls.scan(path, on_truncated=on_truncated)
+
+
+class TrajectoryIndex:
+    """The shared metadata of a trajectory made of one or more segments.
+
+    Attributes
+    ----------
+    segments : list of Segment
+    n_atoms : int
+    starts : numpy.ndarray
+        Trajectory frame number of each segment's first kept frame, then the frame count.
+    step, time : numpy.ndarray
+        Per trajectory frame (``time`` None when the inputs record no time).
+    fields : dict
+        Field name -> bool array: which trajectory frames hold it.
+    dtype : str
+        ``float64`` if any segment stores double-precision values, else ``float32``.
+    boundary : list of str
+        Per dimension, ``periodic`` or ``none``.
+    """
+
+    def __init__(self, segments):
+        self.segments = list(segments)
+        self.n_atoms = self.segments[0].n_atoms
+        kept = [segment.kept for segment in self.segments]
+        self.starts = np.concatenate([[0], np.cumsum(kept)]).astype(np.int64)
+        self.step = np.concatenate([s.step[s.skip:] for s in self.segments]).astype(np.int64)
+        times = [s.time for s in self.segments]
+        self.time = None if any(t is None for t in times) else np.concatenate(
+            [t[s.skip:] for t, s in zip(times, self.segments)])
+        self.fields = {}
+        for name in FIELDS:
+            if any(name in s.fields for s in self.segments):
+                self.fields[name] = np.concatenate([
+                    s.fields[name][s.skip:] if name in s.fields else np.zeros(s.kept, bool) for s in self.segments
+                ])
+        self.dtype = "float64" if any(s.dtype == "float64" for s in self.segments) else "float32"
+        self.boundary = _boundary(self.segments, self.fields.get("box"))
+
+    @property
+    def n_frames(self):
+        """Frames in the whole trajectory, after overlaps were dropped."""
+        return int(self.starts[-1])
+
+    @property
+    def formats(self):
+        return sorted({segment.format for segment in self.segments})
+
+    @property
+    def periodic(self):
+        """True when any dimension is periodic."""
+        return "periodic" in self.boundary
+
+    def has(self, name):
+        """True when any frame holds field *name*."""
+        present = self.fields.get(name)
+        return present is not None and bool(present.any())
+
+    def locate(self, frames):
+        """Map trajectory frame numbers to ``(segment numbers, frame numbers in the file)``."""
+        frames = np.asarray(frames, dtype=np.int64)
+        seg = np.searchsorted(self.starts, frames, side="right") - 1
+        skips = np.array([s.skip for s in self.segments], dtype=np.int64)
+        return seg, frames - self.starts[seg] + skips[seg]
+
+    def element_groups(self, frames, fields):
+        """Group *fields* by the frames of *frames* that hold them.
+
+        Returns
+        -------
+        list of (tuple of str, numpy.ndarray)
+            Each group's fields and its frames (trajectory frame numbers); positions (with the
+            box, when asked) first, then fields sampled at other frames. Fields sampled at
+            the same frames share a group, so they share step and time in the file.
+        """
+        frames = np.asarray(frames, np.int64)
+        groups = []
+        for name in fields:
+            if name == "box":
+                continue
+            present = self.fields[name][frames]
+            for group_fields, group_present in groups:
+                if np.array_equal(group_present, present):
+                    group_fields.append(name)
+                    break
+            else:
+                groups.append(([name], present))
+        result = []
+        for group_fields, present in groups:
+            if "positions" in group_fields and "box" in fields:
+                group_fields.append("box")
+            result.append((tuple(group_fields), frames[present]))
+        return result
+
+    def describe(self):
+        """JSON-friendly summary of the segments."""
+        return [segment.describe() for segment in self.segments]
+
+
+def _boundary(segments, box):
+    """Per-dimension boundary of the whole trajectory.
+
+    H5MD segments state theirs; XTC, TRR and DCD segments are periodic when they hold a box.
+    A dimension is periodic when it is periodic in any segment.
+    """
+    boundary = ["none"] * 3
+    for segment in segments:
+        own = segment.boundary
+        if own is None:
+            present = segment.fields.get("box")
+            own = ["periodic"] * 3 if present is not None and present[segment.skip:].any() else ["none"] * 3
+        boundary = ["periodic" if "periodic" in pair else "none" for pair in zip(boundary, own)]
+    return boundary
+
+
+def scan(paths, on_overlap="error", format=None, on_truncated="error", group=None):
+    """Scan the segments of one trajectory (rank 0) and return a :class:`TrajectoryIndex`.
+
+    Parameters
+    ----------
+    paths : sequence of str
+        Segment files in trajectory order.
+    on_overlap : {"error", "drop"}
+        A segment that starts at or before the last step of the previous one: refuse, or drop
+        its frames up to that step and keep the first copy.
+    format : str, optional
+        Format name for every segment, overriding the extensions.
+    on_truncated : {"error", "drop"}
+        An incomplete last frame of a segment: refuse, or leave it out (recorded).
+    group : str, optional
+        H5MD particle group to read (default: the first listed, as MDAnalysis reads).
+
+    Raises
+    ------
+    InputError
+        Unreadable or corrupt inputs, segments with different atom counts or time records,
+        steps that do not increase.
+    OverlapError
+        Overlapping segments with ``on_overlap="error"``.
+    """
+    if on_overlap not in OVERLAP_POLICIES:
+        raise UsageError(f"on_overlap must be one of {OVERLAP_POLICIES}, got {on_overlap!r}")
+    if on_truncated not in TRUNCATION_POLICIES:
+        raise UsageError(f"on_truncated must be one of {TRUNCATION_POLICIES}, got {on_truncated!r}")
+    if not paths:
+        raise UsageError("no input trajectory given")
+    segments = [scan_segment(path, format, on_truncated, group) for path in paths]
+    first = segments[0]
+    for segment in segments[1:]:
+        if segment.n_atoms != first.n_atoms:
+            raise InputError(
+                f"{segment.path} has {segment.n_atoms} atoms but {first.path} has "
+                f"{first.n_atoms}: segments must hold the same atoms"
+            )
+        if (segment.time is None) != (first.time is None):
+            with_time, without = (first, segment) if segment.time is None else (segment, first)
+            raise InputError(
+                f"{with_time.path} records time but {without.path} does not: segments must agree"
+            )
+    last = None  # (step, path) of the last kept frame so far
+    for segment in segments:
+        if last is not None and segment.step[0] <= last[0]:
+            if on_overlap == "error":
+                raise OverlapError(
+                    f"{segment.path} starts at step {int(segment.step[0])} but {last[1]} already "
+                    f"reached step {last[0]}: segments overlap (use --on-overlap drop to keep the "
+                    "first copy of each step)"
+                )
+            segment.skip = int(np.count_nonzero(np.maximum.accumulate(segment.step) <= last[0]))
+        if segment.kept:
+            last = (int(segment.step[-1]), segment.path)
+    if not any(segment.kept for segment in segments):
+        raise InputError("no frame is left once overlapping steps are dropped")
+    return TrajectoryIndex(segments)
+
+
+def check_trajectory(index, frames):
+    """Refuse what an H5MD trajectory cannot hold: steps that do not increase, non-finite times.
+
+    Called by the commands that write H5MD (readers and ``validate --against`` accept both).
+
+    Raises
+    ------
+    InputError
+        Naming the segment and its frame.
+    """
+    frames = np.asarray(frames, np.int64)
+    steps = index.step[frames]
+    bad = np.flatnonzero(np.diff(steps) <= 0)
+    if len(bad):
+        number, local = index.locate(frames[bad[0] + 1:bad[0] + 2])
+        raise InputError(
+            f"{index.segments[int(number[0])].path}: frame {int(local[0])} has step {int(steps[bad[0] + 1])} after "
+            f"step {int(steps[bad[0]])}: steps must increase through a trajectory"
+        )
+    if index.time is not None:
+        finite = np.isfinite(index.time[frames])
+        if not finite.all():
+            number, local = index.locate(frames[~finite][:1])
+            raise InputError(f"{index.segments[int(number[0])].path}: frame {int(local[0])} has a non-finite time")
+
+
+def select_frames(n_frames, start=None, stop=None, step=None):
+    """Frame numbers picked by Python slice semantics ``[start:stop:step]``, as a range.
+
+    Raises
+    ------
+    UsageError
+        If *step* is not positive or no frame is selected.
+    """
+    if step is not None and step < 1:
+        raise UsageError(f"--step must be a positive number of frames, got {step}")
+    frames = range(n_frames)[slice(start, stop, step)]
+    if len(frames) == 0:
+        raise UsageError(
+            f"the frame selection start={start} stop={stop} step={step} picks none of the "
+            f"{n_frames} frames"
+        )
+    return frames
+
+
+class TrajectoryReader:
+    """Reads arbitrary frames of a scanned trajectory, opening segments only when needed.
+
+    Parameters
+    ----------
+    index : TrajectoryIndex
+        From :func:`scan` (broadcast by rank 0).
+    atom_indices : array of int, optional
+        Atoms to keep, in increasing order; all atoms when None.
+    fields : sequence of str
+        Which of ``positions``, ``velocities``, ``forces`` and ``box`` to read.
+    comm : communicator, optional
+        Open H5MD segments with MPI-IO on every rank of *comm* at once (collective: every
+        rank must create the reader). Other formats are opened by each rank on its own.
+    finite : bool
+        Refuse NaN and infinite values (default); ``validate --against`` reads them to report.
+    """
+
+    def __init__(self, index, atom_indices=None, fields=("positions",), comm=None, finite=True):
+        self.index = index
+        self.finite = finite
+        self.atom_indices = None if atom_indices is None else np.asarray(atom_indices, np.int64)
+        self.fields = tuple(fields)
+        self.n_atoms = index.n_atoms if atom_indices is None else len(self.atom_indices)
+        self._open = {}
+        if comm is not None and comm.size > 1:
+            for number, segment in enumerate(index.segments):
+                if segment.format == "H5MD":
+                    self._open[number] = REGISTRY["H5MD"](segment, self.atom_indices, comm=comm)
+                    self._open[number].check_values = finite
+
+    def new_block(self, capacity, fields=None):
+        """A :class:`FrameBlock` for *capacity* frames of *fields* (default: the reader's)."""
+        names = self.fields if fields is None else fields
+        return FrameBlock(capacity, self.n_atoms, [f for f in names if f in ATOM_FIELDS], self.index.dtype)
+
+    def _segment(self, number):
+        reader = self._open.get(number)
+        if reader is None:
+            segment = self.index.segments[number]
+            reader = REGISTRY[segment.format](segment, self.atom_indices)
+            reader.check_values = self.finite
+            self._open[number] = reader
+        return reader
+
+    def read(self, frames, block, fields=None):
+        """Fill *block* with trajectory *frames* (increasing numbers); returns *block*.
+
+        Parameters
+        ----------
+        frames : array of int
+        block : FrameBlock
+        fields : sequence of str, optional
+            Fields to read (default: the reader's); every frame must hold each of them
+            (the box excepted: frames without one get zero edges).
+        """
+        fields = self.fields if fields is None else tuple(fields)
+        segments, local = self.index.locate(frames)
+        row = 0
+        for number in np.unique(segments):
+            mask = segments == number
+            segment = self.index.segments[int(number)]
+            wanted = [f for f in fields if f != "box" or f in segment.fields]
+            row = self._segment(int(number)).read(local[mask], block, row, wanted)
+        block.n = row
+        return block
+
+    def close(self):
+        for reader in self._open.values():
+            reader.close()
+        self._open.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,197 @@
+"""GROMACS TRR: headers and data read by h5mdtool itself with numpy.
+
+A TRR frame (big-endian XDR) is a header -- magic 1993, the version string
+``GMX_trn_file``, thirteen sizes and counts (input record, energies, box, virial,
+pressure, topology, symmetry, positions, velocities, forces, atoms, step, energy terms),
+then time and lambda as floats or doubles -- followed by the box, virial, pressure,
+positions, velocities and forces it declares, uncompressed, in single or double precision.
+Each frame says which of positions, velocities and forces it holds, so a field may be
+saved at other steps than the positions (``nstvout != nstxout``).
+
+The scan walks every header (one ``pread`` each) and checks its sizes against the atom
+count and the file before anything is read; MDAnalysis's ``libmdaxdr`` can crash on a
+damaged TRR header (DESIGN.md section 8), so it is not used at all: frames are uncompressed
+and numpy reads them directly.
+"""
+
+import os
+import struct
+
+import numpy as np
+
+from ..errors import InputError
+from .base import Format, Segment, file_stat, reason, truncated
+
+MAGIC = 1993
+VERSION = b"GMX_trn_file"
+#: Bytes of the header before time and lambda.
+FIXED = 76
+_PREFIX = struct.Struct(">iii12s")
+_SIZES = struct.Struct(">13i")
+SIZE_NAMES = ("ir", "e", "box", "vir", "pres", "top", "sym", "x", "v", "f", "natoms", "step", "nre")
+#: Frame sections in file order, after the header.
+SECTIONS = ("box", "vir", "pres", "x", "v", "f")
+FIELD_SECTION = {"positions": "x", "velocities": "v", "forces": "f"}
+
+
+def _float_size(sizes, n_atoms):
+    """Bytes per real number of a frame (4 or 8), from the first non-empty section."""
+    if sizes["box"]:
+        return sizes["box"] // 9
+    for name in ("x", "v", "f"):
+        if sizes[name]:
+            return sizes[name] // (3 * n_atoms) if n_atoms else 0
+    return 4
+
+
+def parse_header(path, frame, position, head, n_atoms):
+    """Sizes of one TRR frame from its header bytes, checked.
+
+    Returns
+    -------
+    dict
+        ``natoms``, ``step``, ``real`` (4 or 8), ``header`` (bytes), ``time``, and the byte
+        size of each section.
+    """
+    where = f"{path}: frame {frame} at byte {position}"
+    magic, slen, strlen, version = _PREFIX.unpack_from(head)
+    if magic != MAGIC:
+        if frame == 0:
+            raise InputError(f"{path}: not a TRR file (magic number {magic}, expected {MAGIC})")
+        raise InputError(f"{where} does not start with a TRR header (magic number {magic}): the file is corrupt")
+    if slen != len(VERSION) + 1 or strlen != len(VERSION) or version != VERSION:
+        raise InputError(f"{where}: TRR header without the GMX_trn_file version string: corrupt")
+    sizes = dict(zip(SIZE_NAMES, _SIZES.unpack_from(head, 24)))
+    natoms = sizes["natoms"]
+    if natoms < 1 or (n_atoms is not None and natoms != n_atoms):
+        expected = "" if n_atoms is None else f" but frame 0 has {n_atoms}: h5mdtool needs the same atoms in every frame"
+        raise InputError(f"{where} declares {natoms} atoms{expected}")
+    for name in ("ir", "e", "top", "sym"):
+        if sizes[name]:
+            raise InputError(f"{where} holds a {name} record ({sizes[name]} bytes), which trajectories do not: corrupt")
+    real = _float_size(sizes, natoms)
+    if real not in (4, 8):
+        raise InputError(f"{where}: section sizes do not match {natoms} atoms in single or double precision: corrupt")
+    expected = {"box": 9 * real, "vir": 9 * real, "pres": 9 * real, "x": 3 * natoms * real,
+                "v": 3 * natoms * real, "f": 3 * natoms * real}
+    for name, full in expected.items():
+        if sizes[name] not in (0, full):
+            raise InputError(f"{where}: its {name} section has {sizes[name]} bytes, not 0 or {full}: corrupt")
+    time, _ = struct.unpack_from(">ff" if real == 4 else ">dd", head, FIXED)  # checked when read
+    return dict(sizes, real=real, header=FIXED + 2 * real, time=time)
+
+
+class TRRFormat(Format):
+    """GROMACS TRR trajectories: positions, velocities and forces, each present per frame."""
+
+    name = "TRR"
+    extensions = (".trr",)
+
+    @classmethod
+    def scan(cls, path, on_truncated="error"):
+        stat = file_stat(path)
+        size = stat.st_size
+        offsets, records, dropped = [], [], None
+        position, n_atoms = 0, None
+        try:
+            with open(path, "rb", buffering=0) as handle:
+                fd = handle.fileno()
+                while position < size:
+                    frame = len(records)
+                    head = os.pread(fd, FIXED + 16, position)
+                    if frame == 0 and len(head) >= 4 and struct.unpack_from(">i", head)[0] != MAGIC:
+                        raise InputError(f"{path}: not a TRR file (magic number {struct.unpack_from('>i', head)[0]}, "
+                                         f"expected {MAGIC})")
+                    if len(head) < FIXED + 8 or (len(head) < FIXED + 16 and _needs_double(head)):
+                        if frame == 0:
+                            raise InputError(f"{path}: not a TRR file ({size} bytes, shorter than a frame header)")
+                        dropped = truncated(path, frame, position, len(head), None, on_truncated)
+                        break
+                    record = parse_header(path, frame, position, head, n_atoms)
+                    n_atoms = record["natoms"]
+                    length = record["header"] + sum(record[name] for name in SECTIONS)
+                    if position + length > size:
+                        dropped = truncated(path, frame, position, size - position, length, on_truncated)
+                        break
+                    offsets.append(position)
+                    records.append(record)
+                    position += length
+        except OSError as error:
+            raise InputError(f"{path}: cannot be read ({reason(error)})") from None
+        if not records:
+            raise InputError(f"{path}: holds no complete TRR frame")
+        offsets.append(position)
+        reals = {record["real"] for record in records}
+        if len(reals) > 1:
+            raise InputError(f"{path}: mixes single- and double-precision frames")
+        real = reals.pop()
+        fields = {
+            name: np.array([record[section] > 0 for record in records])
+            for name, section in (("positions", "x"), ("velocities", "v"), ("forces", "f"), ("box", "box"))
+        }
+        fields = {name: present for name, present in fields.items() if present.any()}
+        if not any(name in fields for name in FIELD_SECTION):
+            raise InputError(f"{path}: no frame holds positions, velocities or forces")
+        layout = np.array([[record["header"]] + [record[name] for name in SECTIONS] for record in records], np.int64)
+        return Segment(
+            path=path, format=cls.name, n_atoms=int(n_atoms), n_frames=len(records),
+            size=size, mtime=stat.st_mtime,
+            step=np.array([record["step"] for record in records], np.int64),
+            time=np.array([record["time"] for record in records], np.float64),
+            fields=fields, dtype="float32" if real == 4 else "float64",
+            offsets=np.asarray(offsets, np.int64), details={"real": real, "sections": layout},
+            dropped=dropped,
+        )
+
+    def __init__(self, segment, atom_indices=None):
+        super().__init__(segment, atom_indices)
+        try:
+            self.fd = os.open(segment.path, os.O_RDONLY)
+        except OSError as error:
+            raise self.error(0, error) from None
+        real = segment.details["real"]
+        self.real = np.dtype(">f4" if real == 4 else ">f8")
+        # byte offset of each section within a frame: header, box, vir, pres, x, v, f
+        self.starts = np.cumsum(segment.details["sections"], axis=1)
+
+    def _section(self, frame, index, count):
+        """The *count* reals of section *index* (0 box ... 5 f) of *frame*."""
+        start = int(self.segment.offsets[frame] + self.starts[frame, index])
+        data = os.pread(self.fd, count * self.real.itemsize, start)
+        if len(data) != count * self.real.itemsize:
+            raise EOFError(f"file ends at byte {start + len(data)} (changed since it was scanned?)")
+        return np.frombuffer(data, self.real)
+
+    def read_frames(self, frames, block, row, fields):
+        n = self.segment.n_atoms
+        box = self.segment.fields.get("box")
+        for frame in frames:
+            frame = int(frame)
+            try:
+                for name in fields:
+                    index = SECTIONS.index(FIELD_SECTION[name])
+                    values = self._section(frame, index, 3 * n).reshape(n, 3)
+                    if self.atom_indices is not None:
+                        values = values[self.atom_indices]
+                    getattr(block, name)[row] = values
+                if box is not None and box[frame]:
+                    block.edges[row] = self._section(frame, 0, 9).reshape(3, 3)
+                else:
+                    block.edges[row] = 0.0
+            except (OSError, EOFError, ValueError) as error:
+                raise self.error(frame, error) from None
+            row += 1
+        return row
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _needs_double(head):
+    """True when a (short) header's sizes say its time and lambda are doubles."""
+    if len(head) < FIXED:
+        return True
+    sizes = dict(zip(SIZE_NAMES, _SIZES.unpack_from(head, 24)))
+    return _float_size(sizes, max(sizes["natoms"], 1)) == 8

@@ -1,0 +1,35 @@
+"""``h5mdtool topology``."""
+
+import click
+
+from .options import emit_json
+
+
+@click.command("topology")
+@click.argument("file", metavar="FILE")
+@click.option("--output", "-o", required=True, help="Topology file to write (.pdb, .gro or .psf).")
+@click.option("--format", "fmt", type=click.Choice(["pdb", "gro", "psf"]), default=None, help="Output format. Default: from the output's extension.")
+@click.option("--frame", type=int, default=0, show_default=True, help="Frame whose positions go into PDB and GRO files (0-based; negative counts from the end).")
+@click.option("--force", "-f", is_flag=True, help="Replace an existing output.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def command(file, output, fmt, frame, force, as_json):
+    """Write the topology an H5MD file carries (convert --topology stores one) for other programs.
+
+    The atoms are the file's own (a --select'ed file gives the selected atoms), with names,
+    types, residues, segments, masses, charges and bonds as the source topology had them, so
+    MDAnalysis, VMD or GROMACS tools can read FILE with it.
+
+    \b
+    Examples:
+      h5mdtool convert md.xtc -t md.tpr -s protein -o protein.h5md
+      h5mdtool topology protein.h5md -o protein.pdb
+      h5mdtool topology protein.h5md -o protein.psf
+    """
+    from ..topology import write_topology_file
+
+    summary = write_topology_file(file, output, format=fmt, frame=frame, force=force)
+    if as_json:
+        emit_json(summary)
+        return
+    click.echo(f"wrote {summary['output']}: {summary['format'].upper()}, {summary['atoms']} atoms in "
+               f"{summary['residues']} residues")

@@ -1,0 +1,396 @@
+"""Topologies: reading them (files, or an H5MD file that carries its own), picking atoms, and
+writing one into an H5MD file so that the file is self-contained.
+
+What h5mdtool writes with ``--topology`` (H5MD 1.1 particle elements and the VMD structure
+module that VMD's H5MD plugin reads):
+
+``/particles/trajectory``
+    ``species`` (int32 per atom: index of the atom's (name, type) kind), ``mass`` and
+    ``charge`` (per atom, when the topology has them), ``id`` (int64 per atom: the atom's
+    index in the source system, so a ``--select``ed file says which atoms it kept).
+``/connectivity/bonds``
+    (n, 2) int64 bonds between atoms of the file (0-based), renumbered for a selection.
+``/parameters/vmd_structure``
+    ``indexOfSpecies``, ``name`` and ``type`` per species; ``resid`` per atom (the residue's
+    index: the plugin looks ``resname`` and ``chain`` up by it), ``resname`` and ``chain`` per
+    residue, ``segid`` per segment with ``num_segid`` per atom, ``charge`` and ``mass`` per
+    atom/species, ``bond_from``/``bond_to`` (1-based, as VMD's molfile API counts), and
+    ``resnum`` (the topology's own residue numbers, for h5mdtool to read back).
+
+:func:`load_topology` reads such a file back into an MDAnalysis Universe (names, types,
+residues, segments, masses, charges, bonds), so ``bench rmsd`` and ``validate`` need no
+separate topology and ``h5mdtool topology`` can write one for other programs.
+"""
+
+import os
+import warnings
+
+import numpy as np
+
+from .errors import InputError, UsageError
+
+VMD = "parameters/vmd_structure"
+PARTICLES = "particles/trajectory"
+
+
+def _reason(error):
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0]
+
+
+def carries_topology(path):
+    """True when *path* is an HDF5 file with h5mdtool's (or VMD's) structure module."""
+    try:
+        import h5py
+
+        with h5py.File(path, "r") as handle:
+            return f"{VMD}/name" in handle and f"{PARTICLES}/species" in handle
+    except Exception:  # noqa: BLE001 - not an HDF5 file, or unreadable: no topology
+        return False
+
+
+def load_topology(path):
+    """An MDAnalysis Universe of the topology in *path* (a topology file or an H5MD file).
+
+    Raises
+    ------
+    InputError
+        If the file is missing or holds no topology MDAnalysis or h5mdtool can read.
+    """
+    if not os.path.isfile(path):
+        raise InputError(f"{path}: no such topology file")
+    stat = os.stat(path)
+    key = (os.path.abspath(path), stat.st_mtime_ns, stat.st_size)
+    if key not in _LOADED:
+        _LOADED.clear()  # one topology at a time: convert reads it when planning and when finishing
+        _LOADED[key] = _load(path)
+    return _LOADED[key]
+
+
+_LOADED = {}
+
+
+def _load(path):
+    if carries_topology(path):
+        return universe_from_h5md(path)
+    import MDAnalysis
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return MDAnalysis.Universe(path)
+    except Exception as error:  # noqa: BLE001 - MDAnalysis raises many types here
+        raise InputError(f"{path}: cannot read topology ({_reason(error)})") from None
+
+
+def pick_atoms(universe, selection, topology):
+    """Indices of the atoms of *universe* matched by *selection*.
+
+    Raises
+    ------
+    InputError
+        If the selection is invalid or matches nothing.
+    """
+    try:
+        group = universe.select_atoms(selection)
+    except Exception as error:  # noqa: BLE001
+        raise InputError(f"invalid selection {selection!r}: {_reason(error)}") from None
+    if len(group) == 0:
+        raise InputError(f"selection {selection!r} matches no atom of {topology}")
+    return np.asarray(group.indices, dtype=np.int64)
+
+
+def select_atoms(topology, selection, n_atoms):
+    """The topology's Universe and the atom indices picked by *selection* (None for all atoms).
+
+    Returns
+    -------
+    (Universe or None, numpy.ndarray or None)
+
+    Raises
+    ------
+    UsageError
+        If a selection is given without a topology.
+    InputError
+        If the topology cannot be read, does not match the trajectory's atom count, or the
+        selection is invalid or matches nothing.
+    """
+    if selection is None and topology is None:
+        return None, None
+    if topology is None:
+        raise UsageError("--select needs --topology FILE to know the atoms' names")
+    universe = load_topology(topology)
+    if len(universe.atoms) != n_atoms:
+        raise InputError(f"{topology} has {len(universe.atoms)} atoms but the trajectory has {n_atoms}")
+    return universe, (None if selection is None else pick_atoms(universe, selection, topology))
+
+
+def read_atom_indices(path, n_atoms):
+    """0-based atom indices from a plain text file (whitespace or comma separated), as mdconvert's ``-a``.
+
+    Raises
+    ------
+    InputError
+        If the file is missing, holds something else than whole numbers, or indices that are
+        out of range, repeated or not increasing.
+    """
+    try:
+        with open(path) as handle:
+            words = handle.read().replace(",", " ").split()
+    except OSError as error:
+        raise InputError(f"{path}: cannot read the atom indices ({_reason(error)})") from None
+    try:
+        indices = np.array([int(word) for word in words], dtype=np.int64)
+    except ValueError:
+        bad = next(word for word in words if not word.lstrip("-").isdigit())
+        raise InputError(f"{path}: {bad!r} is not a whole number; the file lists 0-based atom indices") from None
+    if len(indices) == 0:
+        raise InputError(f"{path}: lists no atom index")
+    if indices.min() < 0 or indices.max() >= n_atoms:
+        raise InputError(f"{path}: atom indices run from {indices.min()} to {indices.max()}, but the trajectory "
+                         f"has atoms 0 to {n_atoms - 1}")
+    if np.any(np.diff(indices) <= 0):
+        raise InputError(f"{path}: atom indices must increase and be unique (sort them: h5mdtool keeps the atoms "
+                         "in the trajectory's order)")
+    return indices
+
+
+def _strings(values):
+    """A fixed-length ASCII array, as wide as the longest value (the VMD plugin reads any width
+    and keeps what fits its own fields)."""
+    encoded = [str(v).encode("ascii", "replace") for v in values]
+    return np.array(encoded, dtype=f"S{max([1] + [len(v) for v in encoded])}")
+
+
+def _attribute(atoms, name):
+    try:
+        return getattr(atoms, name)
+    except Exception:  # noqa: BLE001 - MDAnalysis raises NoDataError for missing attributes
+        return None
+
+
+def topology_record(universe, atom_indices=None):
+    """The arrays h5mdtool writes for the atoms *atom_indices* (all when None) of *universe*."""
+    atoms = universe.atoms if atom_indices is None else universe.atoms[np.asarray(atom_indices)]
+    n = len(atoms)
+    names = _attribute(atoms, "names")
+    names = np.array(["X"] * n) if names is None else np.asarray(names).astype(str)
+    types = _attribute(atoms, "types")
+    types = names if types is None else np.asarray(types).astype(str)
+    kinds, species = np.unique(np.stack([names, types], axis=1), axis=0, return_inverse=True)
+    residues = atoms.residues
+    resindex = np.searchsorted(residues.resindices, atoms.resindices)
+    segments = atoms.segments
+    segindex = np.searchsorted(segments.segindices, atoms.segindices)
+    source_ids = getattr(universe, "h5mdtool_source_ids", None)
+    record = {
+        # the atoms' indices in the original system, also through a file made from a subset
+        "id": (atoms.indices if source_ids is None else source_ids[atoms.indices]).astype(np.int64),
+        "species": species.reshape(-1).astype(np.int32),
+        "kind_names": kinds[:, 0], "kind_types": kinds[:, 1],
+        "resindex": resindex.astype(np.int32),
+        "resnames": np.asarray(_attribute(residues, "resnames") if _attribute(residues, "resnames") is not None
+                               else ["UNK"] * len(residues)).astype(str),
+        "resnums": np.asarray(_attribute(residues, "resids") if _attribute(residues, "resids") is not None
+                              else np.arange(1, len(residues) + 1), np.int64),
+        "segids": np.asarray(_attribute(segments, "segids") if _attribute(segments, "segids") is not None
+                             else ["SYSTEM"] * len(segments)).astype(str),
+        "segindex": segindex.astype(np.int32),
+    }
+    chains = _attribute(atoms, "chainIDs")
+    if chains is not None:
+        first = np.unique(resindex, return_index=True)[1]
+        record["chains"] = np.asarray(chains).astype(str)[first]
+    for name in ("masses", "charges"):
+        values = _attribute(atoms, name)
+        if values is not None:
+            record[name] = np.asarray(values, np.float64)
+    bonds = _attribute(universe.atoms, "bonds")
+    if bonds is not None and len(bonds):
+        pairs = np.asarray(bonds.indices, np.int64)
+        renumber = np.full(len(universe.atoms), -1, np.int64)
+        renumber[atoms.indices] = np.arange(n)
+        pairs = renumber[pairs]
+        record["bonds"] = pairs[(pairs >= 0).all(axis=1)]
+    return record
+
+
+def write_topology(path, universe, atom_indices=None, topology_path=None):
+    """Write the topology of the written atoms into the finished H5MD file *path* (rank 0).
+
+    Replaces any ``species``/``mass``/``charge``/``id``, ``/connectivity/bonds`` and
+    ``/parameters/vmd_structure`` carried over from an H5MD input.
+
+    Returns
+    -------
+    dict
+        What was written (for the summary and provenance).
+    """
+    import h5py
+
+    record = topology_record(universe, atom_indices)
+    with h5py.File(path, "r+") as handle:
+        group = handle[PARTICLES]
+        for name in ("species", "mass", "charge", "id"):
+            if name in group:
+                del group[name]
+        group["species"] = record["species"]
+        group["id"] = record["id"]
+        if "masses" in record:
+            group["mass"] = record["masses"]
+        if "charges" in record:
+            group["charge"] = record["charges"]
+        if VMD in handle:
+            del handle[VMD]
+        vmd = handle.create_group(VMD)
+        vmd["indexOfSpecies"] = np.arange(len(record["kind_names"]), dtype=np.int32)
+        vmd["name"] = _strings(record["kind_names"])
+        vmd["type"] = _strings(record["kind_types"])
+        vmd["resid"] = record["resindex"]
+        vmd["resnum"] = record["resnums"]
+        vmd["resname"] = _strings(record["resnames"])
+        vmd["segid"] = _strings(record["segids"])
+        vmd["num_segid"] = record["segindex"]
+        if "chains" in record:
+            vmd["chain"] = _strings(record["chains"])
+        if "charges" in record:
+            vmd["charge"] = record["charges"].astype(np.float32)
+        if "masses" in record:
+            vmd["mass"] = record["masses"].astype(np.float32)
+        vmd.attrs["source"] = str(topology_path or "")
+        bonds = record.get("bonds")
+        if bonds is not None:
+            vmd["bond_from"] = (bonds[:, 0] + 1).astype(np.int32)
+            vmd["bond_to"] = (bonds[:, 1] + 1).astype(np.int32)
+            connectivity = handle.require_group("connectivity")
+            if "bonds" in connectivity:
+                del connectivity["bonds"]
+            connectivity["bonds"] = bonds
+            connectivity["bonds"].attrs["particles_group"] = handle[PARTICLES].ref
+    return {"atoms": len(record["id"]), "species": len(record["kind_names"]),
+            "residues": len(record["resnames"]), "bonds": 0 if bonds is None else len(bonds),
+            "source": topology_path}
+
+
+def universe_from_h5md(path):
+    """An MDAnalysis Universe from the topology an H5MD file carries, with its trajectory."""
+    import h5py
+    import MDAnalysis
+
+    try:
+        with h5py.File(path, "r") as handle:
+            group, vmd = handle[PARTICLES], handle[VMD]
+            species = group["species"][()]
+            names = vmd["name"][()].astype(str)[species]
+            types = vmd["type"][()].astype(str)[species]
+            resindex = vmd["resid"][()]
+            resnames = vmd["resname"][()].astype(str)
+            resnums = vmd["resnum"][()] if "resnum" in vmd else np.arange(1, len(resnames) + 1)
+            segids = vmd["segid"][()].astype(str)
+            segindex = vmd["num_segid"][()]
+            masses = group["mass"][()] if "mass" in group else None
+            charges = group["charge"][()] if "charge" in group else None
+            bonds = handle["connectivity/bonds"][()] if "connectivity/bonds" in handle else None
+            source_ids = group["id"][()] if "id" in group else None
+    except (KeyError, OSError, ValueError, IndexError) as error:
+        raise InputError(f"{path}: its topology (/parameters/vmd_structure) cannot be read ({_reason(error)})") from None
+    n_atoms, n_residues, n_segments = len(species), len(resnames), len(segids)
+    first = np.unique(resindex, return_index=True)[1]
+    residue_segment = segindex[first] if len(first) == n_residues else np.zeros(n_residues, np.int64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        universe = MDAnalysis.Universe.empty(n_atoms, n_residues=n_residues, n_segments=n_segments,
+                                             atom_resindex=resindex, residue_segindex=residue_segment,
+                                             trajectory=False)
+        universe.add_TopologyAttr("names", names)
+        universe.add_TopologyAttr("types", types)
+        universe.add_TopologyAttr("resnames", resnames)
+        universe.add_TopologyAttr("resids", resnums)
+        universe.add_TopologyAttr("resnums", resnums)
+        universe.add_TopologyAttr("segids", segids)
+        if masses is not None:
+            universe.add_TopologyAttr("masses", masses)
+        if charges is not None:
+            universe.add_TopologyAttr("charges", charges)
+        if bonds is not None and len(bonds):
+            universe.add_TopologyAttr("bonds", [tuple(pair) for pair in bonds])
+        universe.h5mdtool_source_ids = source_ids
+        try:
+            universe.load_new(path, format="H5MD")
+        except Exception as error:  # noqa: BLE001 - the topology alone is still useful
+            universe.h5mdtool_trajectory_error = _reason(error)
+    return universe
+
+
+TOPOLOGY_FORMATS = ("pdb", "gro", "psf")
+
+
+def write_topology_file(h5md_path, output, format=None, frame=0, force=False):
+    """Write the topology an H5MD file carries as PDB, GRO or PSF (with frame *frame*'s positions).
+
+    Raises
+    ------
+    InputError
+        If the file carries no topology.
+    UsageError
+        For an unknown output format.
+    """
+    from .outputs import check_output_file, publish, remove_quietly, temporary_name
+
+    fmt = (format or os.path.splitext(output)[1].lstrip(".")).lower()
+    if fmt not in TOPOLOGY_FORMATS:
+        raise UsageError(f"{output}: cannot tell the topology format; use --format {'|'.join(TOPOLOGY_FORMATS)}")
+    if not carries_topology(h5md_path):
+        raise InputError(f"{h5md_path}: carries no topology (convert it with --topology to store one)")
+    check_output_file(output, [h5md_path], force)
+    universe = universe_from_h5md(h5md_path)
+    if hasattr(universe, "trajectory") and getattr(universe.trajectory, "n_frames", 0):
+        universe.trajectory[frame]
+    else:
+        universe.atoms.positions = np.zeros((len(universe.atoms), 3))
+    temporary = temporary_name(output)
+    try:
+        if fmt == "psf":  # MDAnalysis has no PSF writer
+            write_psf(universe, temporary, f"written by h5mdtool from {os.path.basename(h5md_path)}")
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                universe.atoms.write(temporary, file_format=fmt.upper())
+        publish(temporary, output)
+    except Exception as error:  # noqa: BLE001 - MDAnalysis writers raise many types
+        remove_quietly(temporary)
+        raise InputError(f"{output}: MDAnalysis cannot write this topology as {fmt.upper()} ({_reason(error)})") from None
+    return {"output": os.path.abspath(output), "format": fmt, "atoms": len(universe.atoms),
+            "residues": len(universe.residues)}
+
+
+def write_psf(universe, path, remark):
+    """Write *universe*'s atoms and bonds as a space-delimited PSF (``PSF EXT NAMD``, as VMD writes).
+
+    Angles, dihedrals and the other sections are written empty: the file describes atoms,
+    residues, segments, masses, charges and bonds.
+    """
+    atoms = universe.atoms
+
+    def values(name, default):
+        found = _attribute(atoms, name)
+        return [default] * len(atoms) if found is None else found
+
+    segids, resids, resnames = values("segids", "SYSTEM"), values("resids", 1), values("resnames", "UNK")
+    names, types = values("names", "X"), values("types", "X")
+    charges, masses = values("charges", 0.0), values("masses", 0.0)
+    bonds = _attribute(atoms, "bonds")
+    pairs = np.zeros((0, 2), np.int64) if bonds is None else np.asarray(bonds.indices, np.int64)
+    with open(path, "w") as handle:
+        handle.write(f"PSF EXT NAMD\n\n{1:10d} !NTITLE\n REMARKS {remark}\n\n{len(atoms):10d} !NATOM\n")
+        for number, row in enumerate(zip(segids, resids, resnames, names, types, charges, masses), start=1):
+            segid, resid, resname, name, kind, charge, mass = row
+            handle.write(f"{number:10d} {segid or 'SYSTEM'} {int(resid)} {resname or 'UNK'} {name or 'X'} "
+                         f"{kind or 'X'} {float(charge):14.6f} {float(mass):14.4f} {0:11d}\n")
+        handle.write(f"\n{len(pairs):10d} !NBOND: bonds\n")
+        for start in range(0, len(pairs), 4):
+            handle.write("".join(f"{a + 1:10d}{b + 1:10d}" for a, b in pairs[start:start + 4]) + "\n")
+        for section in ("NTHETA: angles", "NPHI: dihedrals", "NIMPHI: impropers", "NDON: donors",
+                        "NACC: acceptors", "NNB"):
+            handle.write(f"\n{0:10d} !{section}\n")
+        handle.write("\n")
