@@ -8,46 +8,8 @@ import click
 from ..errors import UsageError, mark_collective
 from .options import emit_json, human_bytes
 
-#: Environment variables holding this process's rank, set by MPI launchers.
-RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
 
-
-def launcher_rank():
-    """This process's rank as the MPI launcher announced it (0 when not launched by one).
-
-    Read from the environment, so ``--help`` and option errors need not start MPI.
-    """
-    from ..mpi import launched_by_mpi
-
-    if not launched_by_mpi():
-        return 0
-    for name in RANK_VARIABLES:
-        value = os.environ.get(name, "")
-        if value.isdigit():
-            return int(value)
-    return 0
-
-
-class RankZeroHelp:
-    """Click mixin: under mpirun, only rank 0 prints ``--help`` (option errors: h5mdtool.cli)."""
-
-    def parse_args(self, ctx, args):
-        if launcher_rank() != 0:
-            options = args[: args.index("--")] if "--" in args else args
-            if any(arg in ctx.help_option_names for arg in options) or (not args and self.no_args_is_help):
-                ctx.exit(0)
-        return super().parse_args(ctx, args)
-
-
-class Command(RankZeroHelp, click.Command):
-    """A command whose help and option errors come from rank 0 only."""
-
-
-class Group(RankZeroHelp, click.Group):
-    """A group whose help and option errors come from rank 0 only."""
-
-
-@click.group("bench", cls=Group)
+@click.group("bench")
 def command():
     """Benchmarks of parallel trajectory analysis, timed per MPI rank.
 
@@ -150,7 +112,7 @@ def print_rmsd_report(report):
     click.echo(f"advice: {report['advice']}")
 
 
-@click.command("rmsd", cls=Command)
+@click.command("rmsd")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
 @click.option("--topology", "-t", required=True, metavar="FILE", help="Topology read by MDAnalysis (PSF, GRO, TPR, PDB...); its atom count must match INPUT's.")
 @click.option("--select", "-s", default="name CA", show_default=True, metavar="SEL", help="Fit group: an MDAnalysis selection, or with -n a group of the index file (name or number). Evaluated on the reference frame's coordinates (and box) from the trajectory, as MDAnalysis evaluates it on the current frame.")
@@ -289,7 +251,7 @@ def _print_layouts(result):
         click.echo(f"{row['n_ranks']:>5}" + "".join(cells) + f"  {letters[row['fastest']]}")
 
 
-@click.command("report", cls=Command)
+@click.command("report")
 @click.argument("runs", nargs=-1, required=True, metavar="RUN.json...")
 @click.option("--layouts", "layouts_mode", is_flag=True, help="Compare several inputs (one trajectory in different layouts or formats) at the same rank counts, side by side (paper 004's table), instead of one input's scaling.")
 @click.option("--plot", "plot_path", default=None, metavar="FILE", help="Draw the comparison (.png/.pdf/.svg; needs matplotlib, the 'plot' extra): speed-up and efficiency, and each phase, against ranks on log2 axes; with --layouts, each input's time against ranks.")
