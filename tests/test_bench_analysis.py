@@ -265,6 +265,65 @@ def test_h5md_first_particle_group_as_mdanalysis_and_group_option(comm, adk, two
         bench_rmsd(two_groups, adk[0], comm=comm, engine=engine, group="nope")
 
 
+@pytest.mark.parametrize("engine", ["blocks", "frames"])
+def test_group_option_on_h5md_parts_is_read_by_both_engines(tmp_path, adk, engine):
+    """--group on a manifest of H5MD parts: the blocks engine read the parts' first group
+    (and rank 0's reference frame the named one) before the reading stack; now both engines
+    read the named group of every part."""
+    import json
+
+    import h5py
+
+    outdir = tmp_path / "parts"
+    split(adk[1], str(outdir), 2, format="h5md", progress=False)
+    manifest = outdir / "manifest.json"
+    document = json.loads(manifest.read_text())
+    for part in document["parts"]:
+        path = outdir / part["path"]
+        with h5py.File(path, "r+") as handle:
+            handle.copy("particles/trajectory", "particles/aaa")
+            first = list(handle["particles"])[0]  # the default (creation order here)
+            value = handle[f"particles/{first}/position/value"]
+            value[...] = value[...] * 1.5
+        part["bytes"] = os.path.getsize(path)
+    document["bytes"] = sum(part["bytes"] for part in document["parts"])
+    manifest.write_text(json.dumps(document))
+    other = ({"aaa", "trajectory"} - {first}).pop()
+    expected = mdanalysis_rmsd(*adk)
+    chosen = bench_rmsd(str(outdir), adk[0], engine=engine, group=other, block_frames=7)
+    close(chosen, expected)
+    default = bench_rmsd(str(outdir), adk[0], engine=engine, block_frames=7)
+    assert np.abs(default["rmsd"][:, 2] - 1.5 * expected[:, 2]).max() < 1.5e-4
+    with pytest.raises(InputError, match="no particle group 'nope'"):
+        bench_rmsd(str(outdir), adk[0], engine=engine, group="nope")
+
+
+def test_trr_frames_without_positions(tmp_path, adk):
+    """A TRR with frames of velocities only (nstvout != nstxout): the blocks engine analyses
+    the frames holding positions, numbered 0, 1, ...; the frames engine, numbering frames as
+    MDAnalysis does, refuses the file in one line."""
+    from MDAnalysis.lib.formats.libmdaxdr import TRRFile
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        universe = mda.Universe(*adk)
+        positions = [ts.positions / 10.0 for ts in universe.trajectory[:12]]
+    path = str(tmp_path / "own-steps.trr")
+    box = np.diag([20.0, 20.0, 20.0]).astype(np.float32)
+    with TRRFile(path, "w") as handle:
+        for number, x in enumerate(positions):
+            handle.write(x, None, None, box, 2 * number, 2.0 * number, 0.0, len(x))
+            handle.write(None, np.ones_like(x), None, box, 2 * number + 1, 2.0 * number + 1, 0.0, len(x))
+    result = bench_rmsd(path, adk[0], block_frames=5)
+    expected = mdanalysis_rmsd(*adk, stop=12)
+    np.testing.assert_array_equal(result["rmsd"][:, 0], np.arange(12))
+    np.testing.assert_array_equal(result["rmsd"][:, 1], 2.0 * np.arange(12))
+    assert np.abs(result["rmsd"][:, 2] - expected[:, 2]).max() < 1e-4
+    assert bench_rmsd(path, adk[0], begin=4.0, end=8.0)["rmsd"][:, 0].tolist() == [2, 3, 4]
+    with pytest.raises(InputError, match="frame 1 holds no positions.*--engine blocks"):
+        bench_rmsd(path, adk[0], engine="frames")
+
+
 def test_group_option_needs_h5md(adk):
     with pytest.raises(UsageError, match="--group"):
         bench_rmsd(adk[1], adk[0], group="trajectory")
