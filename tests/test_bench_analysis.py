@@ -371,6 +371,17 @@ def test_h5md_fixed_time_interval_and_angstrom_positions(comm, shared_tmp, adk):
         assert np.abs(rmsd[:, 2] - mdanalysis_rmsd(*adk)[2:, 2]).max() < 1e-4
 
 
+@pytest.mark.parametrize("engine", ["blocks", "frames"])
+def test_h5md_int32_picometre_positions(tmp_path, adk, engine):
+    """convert --precision writes int32 positions in pm; the reading stack converts them."""
+    path = str(tmp_path / "pm.h5md")
+    convert(adk[1], path, progress=False, precision=0.001, chunk_frames=8)
+    result = bench_rmsd(path, adk[0], engine=engine, ref_frame=4, block_frames=12)
+    close(result, mdanalysis_rmsd(adk[0], path, ref_frame=4))
+    assert result["report"]["input"]["dtype"] == "int32"
+    assert np.abs(result["rmsd"][:, 2] - mdanalysis_rmsd(*adk, ref_frame=4)[:, 2]).max() < 0.01  # 0.01 A grid
+
+
 def test_split_xtc_parts_equal_mdanalysis(tmp_path, adk):
     """A manifest of XTC parts, against MDAnalysis on the whole XTC (XTC's precision)."""
     from MDAnalysis.coordinates.XTC import XTCWriter
