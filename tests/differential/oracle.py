@@ -1,0 +1,325 @@
+"""The oracle: MDAnalysis reading the source, frame by frame, with its own unit conversions.
+
+:func:`read_segment` gives the frames of one input file in h5mdtool's units (nm, ps, nm/ps,
+kJ/(mol nm)) as float64, with per-frame presence masks and how exactly an output must match:
+
+* XTC, TRR, and H5MD stored in nm: MDAnalysis reads them with ``convert_units=False``; the
+  float32 values it returns are what h5mdtool must store, bit for bit.
+* DCD (Angstrom), H5MD in Angstrom or pm: the float32 value times MDAnalysis's conversion
+  factor, computed in float64; an output may differ by 1 ulp of float32.
+
+What MDAnalysis does not read, the oracle takes from the writer's ground truth
+(:class:`~.spec.SegmentSpec`), and says so in the segment's ``source`` notes: DCD steps
+(MDAnalysis's ``step`` is the frame index), XTC/TRR box matrices (MDAnalysis only keeps
+lengths and angles; ``libmdaxdr``, MDAnalysis's decoder, gives the matrix), every H5MD box
+(MDAnalysis ignores ``boundary`` and cannot read a fixed box) and H5MD files MDAnalysis's
+reader cannot open correctly (fixed step or time, no time, a velocity at its own steps).
+
+:func:`join` applies the segment rules (overlaps refused, or dropped keeping the first copy)
+and :func:`select` the frame and atom selection, giving the :class:`Frames` a command must write.
+"""
+
+import warnings
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .spec import LENGTH_PER_NM, TIME_PER_PS
+
+
+@dataclass
+class Field:
+    """A per-atom quantity: values where ``mask`` is true (other rows are undefined)."""
+
+    values: np.ndarray  # (n, N, 3) float64, h5mdtool units
+    mask: np.ndarray  # (n,) bool
+    exact: bool  # the output must hold float32(values) bit for bit
+
+    def take(self, frames, atoms=None):
+        values = self.values[frames]
+        if atoms is not None:
+            values = values[:, atoms]
+        return Field(values, self.mask[frames], self.exact)
+
+
+@dataclass
+class Frames:
+    """Frames of a trajectory as the oracle sees them."""
+
+    steps: np.ndarray
+    times: np.ndarray  # ps, or None when the source has no time
+    positions: Field
+    velocities: Field = None
+    forces: Field = None
+    edges: np.ndarray = None  # (n, 3, 3) nm; zeros where box_mask is false
+    box_mask: np.ndarray = None
+    box_exact: bool = True
+    boundary: tuple = (True, True, True)
+    time_exact: bool = True
+    notes: list = field(default_factory=list)
+
+    @property
+    def n_frames(self):
+        return len(self.steps)
+
+    @property
+    def n_atoms(self):
+        return self.positions.values.shape[1]
+
+    @property
+    def has_box(self):
+        return self.edges is not None and bool(self.box_mask.any()) and any(self.boundary)
+
+    def take(self, frames, atoms=None):
+        frames = np.asarray(frames, dtype=np.int64)
+        return replace(
+            self,
+            steps=self.steps[frames],
+            times=None if self.times is None else self.times[frames],
+            positions=self.positions.take(frames, atoms),
+            velocities=None if self.velocities is None else self.velocities.take(frames, atoms),
+            forces=None if self.forces is None else self.forces.take(frames, atoms),
+            edges=None if self.edges is None else self.edges[frames],
+            box_mask=None if self.box_mask is None else self.box_mask[frames],
+            notes=list(self.notes),
+        )
+
+
+class Refusal(Exception):
+    """The command must refuse this input (the message says why)."""
+
+
+def _universe(topology, path, convert_units):
+    import MDAnalysis
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return MDAnalysis.Universe(topology, path, convert_units=convert_units)
+
+
+def _factor(kind, unit, target):
+    from MDAnalysis import units
+
+    return float(units.get_conversion_factor(kind, unit, target))
+
+
+def mda_readable(spec):
+    """True when MDAnalysis's H5MDReader reads this H5MD file frame by frame correctly."""
+    if spec.format != "h5md":
+        return True
+    return (spec.step_store == "explicit" and spec.time_store == "explicit" and spec.velocity_rate == 1
+            and spec.box_store in ("none", "n33", "n3"))
+
+
+def read_segment(spec, path, topology):
+    """The frames of one input file (see the module docstring)."""
+    if spec.format == "h5md" and not mda_readable(spec):
+        return _truth_h5md(spec)
+    universe = _universe(topology, path, convert_units=False)
+    reader = universe.trajectory
+    length = reader.units.get("length") or "nm"
+    to_nm = _factor("length", length, "nm")
+    velocity_unit = reader.units.get("velocity")
+    force_unit = reader.units.get("force")
+    n, n_atoms = reader.n_frames, universe.atoms.n_atoms
+    positions = np.zeros((n, n_atoms, 3))
+    masks = {name: np.zeros(n, bool) for name in ("positions", "velocities", "forces")}
+    velocities = np.zeros((n, n_atoms, 3))
+    forces = np.zeros((n, n_atoms, 3))
+    steps = np.zeros(n, np.int64)
+    times = np.zeros(n)
+    for ts in reader:
+        i = ts.frame
+        if ts.has_positions:
+            positions[i] = ts.positions.astype(np.float64) * to_nm
+            masks["positions"][i] = True
+        if ts.has_velocities:
+            velocities[i] = ts.velocities.astype(np.float64) * _factor("speed", velocity_unit, "nm/ps")
+            masks["velocities"][i] = True
+        if ts.has_forces:
+            forces[i] = ts.forces.astype(np.float64) * _factor("force", force_unit, "kJ/(mol*nm)")
+            masks["forces"][i] = True
+        steps[i] = ts.data.get("step", i)
+        times[i] = ts.time
+    time_unit = reader.units.get("time") or "ps"
+    frames = Frames(
+        steps=steps,
+        times=times * _factor("time", time_unit, "ps"),
+        positions=Field(positions, masks["positions"], exact=to_nm == 1.0),
+        notes=[f"{spec.format}: MDAnalysis {type(reader).__name__}"],
+    )
+    if masks["velocities"].any():
+        frames.velocities = Field(velocities, masks["velocities"],
+                                  exact=_factor("speed", velocity_unit, "nm/ps") == 1.0)
+    if masks["forces"].any():
+        frames.forces = Field(forces, masks["forces"], exact=_factor("force", force_unit, "kJ/(mol*nm)") == 1.0)
+    if spec.format == "dcd":
+        _dcd_details(spec, path, topology, frames)
+    elif spec.format in ("xtc", "trr"):
+        _xdr_boxes(spec, path, frames)
+    else:
+        _h5md_box(spec, frames)
+        frames.time_exact = spec.time_unit == "ps"
+    return frames
+
+
+def _dcd_details(spec, path, topology, frames):
+    """DCD: steps from the header (ISTART + i NSAVC), time and box as MDAnalysis converts them."""
+    from MDAnalysis.lib.formats.libdcd import DCDFile
+    from MDAnalysis.lib.mdamath import triclinic_vectors
+
+    with DCDFile(path) as handle:
+        header = handle.header
+    frames.steps = int(header["istart"]) + int(header["nsavc"]) * np.arange(frames.n_frames, dtype=np.int64)
+    converted = _universe(topology, path, convert_units=True)
+    times, edges, mask = [], [], []
+    for ts in converted.trajectory:
+        times.append(ts.time)
+        if ts.dimensions is not None and np.all(ts.dimensions[:3] > 0):
+            edges.append(triclinic_vectors(ts.dimensions.astype(np.float64)) / 10.0)
+            mask.append(True)
+        else:
+            edges.append(np.zeros((3, 3)))
+            mask.append(False)
+    frames.times = np.asarray(times, np.float64)
+    frames.time_exact = False
+    frames.edges, frames.box_mask, frames.box_exact = np.asarray(edges), np.asarray(mask), False
+    frames.notes.append("dcd: steps ISTART + i NSAVC from the header (MDAnalysis's step is the frame index)")
+
+
+def _xdr_boxes(spec, path, frames):
+    """XTC/TRR box matrices as MDAnalysis's libmdaxdr decodes them (a zero box: none)."""
+    from MDAnalysis.lib.formats.libmdaxdr import TRRFile, XTCFile
+
+    with (XTCFile if spec.format == "xtc" else TRRFile)(path) as handle:
+        boxes = np.array([frame.box for frame in handle], np.float64)
+    frames.edges = boxes
+    frames.box_mask = np.any(boxes != 0, axis=(1, 2))
+    frames.box_exact = True
+
+
+def _h5md_box(spec, frames):
+    """H5MD box from the ground truth, in nm, one (3, 3) matrix per position frame."""
+    frames.boundary = tuple(bool(b) for b in spec.boundary)
+    if spec.box is None or spec.box_store == "none":
+        frames.edges, frames.box_mask = None, None
+        return
+    to_nm = 1.0 / LENGTH_PER_NM[spec.length_unit]
+    frames.edges = np.asarray(spec.box, np.float32).astype(np.float64) * to_nm
+    frames.box_mask = np.ones(spec.n_frames, bool)
+    frames.box_exact = to_nm == 1.0
+    frames.notes.append(f"h5md box from the writer's truth ({spec.box_store}, boundary {list(spec.boundary)})")
+
+
+def _truth_h5md(spec):
+    """An H5MD file MDAnalysis cannot read frame by frame: the values its writer stored."""
+    to_nm = 1.0 / LENGTH_PER_NM[spec.length_unit]
+    exact = to_nm == 1.0
+    frames = Frames(
+        steps=np.asarray(spec.steps, np.int64),
+        times=None if spec.time_store == "missing" else np.asarray(spec.times, np.float64) / TIME_PER_PS[spec.time_unit],
+        positions=Field(np.asarray(spec.positions, np.float32).astype(np.float64) * to_nm,
+                        np.ones(spec.n_frames, bool), exact),
+        time_exact=spec.time_unit == "ps" and spec.time_store == "explicit",
+        notes=["h5md: ground truth (MDAnalysis's reader cannot read this file frame by frame)"],
+    )
+    if spec.velocities is not None:
+        frames.velocities = Field(np.asarray(spec.velocities, np.float32).astype(np.float64) * to_nm,
+                                  np.asarray(spec.has_velocities, bool), exact)
+    if spec.forces is not None:
+        force_to = 10.0 if spec.length_unit == "Angstrom" else 1.0
+        frames.forces = Field(np.asarray(spec.forces, np.float32).astype(np.float64) * force_to,
+                              np.ones(spec.n_frames, bool), force_to == 1.0)
+    _h5md_box(spec, frames)
+    return frames
+
+
+def damage(spec):
+    """Why this input must be refused, or None."""
+    if spec.truncate_at is not None:
+        return f"{spec.format} truncated inside its last frame ({spec.extra['truncate'][0]})"
+    if spec.natoms_change_frame is not None:
+        return f"xtc whose atom count changes at frame {spec.natoms_change_frame}"
+    return None
+
+
+def join(pieces, on_overlap):
+    """Join per-segment :class:`Frames` as a trajectory; raise :class:`Refusal` when it must be refused.
+
+    A segment that starts at or before the last step kept so far overlaps: refused with
+    ``on_overlap="error"``, else its leading frames up to that step are dropped.
+    """
+    kept = []
+    last = None
+    for number, frames in enumerate(pieces):
+        if last is not None and frames.steps[0] <= last:
+            if on_overlap != "drop":
+                raise Refusal(f"segment {number} starts at step {frames.steps[0]}, not after step {last}")
+            frames = frames.take(np.flatnonzero(frames.steps > last))
+        if frames.n_frames:
+            kept.append(frames)
+            last = int(frames.steps[-1])
+    if any(np.any(np.diff(f.steps) <= 0) for f in kept):
+        raise Refusal("steps do not increase")
+    return concatenate(kept)
+
+
+def concatenate(pieces):
+    """One :class:`Frames` of several (fields missing in a piece are absent in its frames)."""
+    if len(pieces) == 1:
+        return pieces[0]
+    first = pieces[0]
+    n_atoms = first.n_atoms
+
+    def field_of(name):
+        present = [getattr(p, name) for p in pieces]
+        if all(f is None for f in present):
+            return None
+        values = np.concatenate([f.values if f is not None else np.zeros((p.n_frames, n_atoms, 3))
+                                 for f, p in zip(present, pieces)])
+        mask = np.concatenate([f.mask if f is not None else np.zeros(p.n_frames, bool) for f, p in zip(present, pieces)])
+        return Field(values, mask, all(f.exact for f in present if f is not None))
+
+    boxed = [p.edges is not None for p in pieces]
+    edges = box_mask = None
+    if any(boxed):
+        edges = np.concatenate([p.edges if p.edges is not None else np.zeros((p.n_frames, 3, 3)) for p in pieces])
+        box_mask = np.concatenate([p.box_mask if p.edges is not None else np.zeros(p.n_frames, bool) for p in pieces])
+    times = None
+    if all(p.times is not None for p in pieces):
+        times = np.concatenate([p.times for p in pieces])
+    boundary = tuple(any(p.boundary[d] for p in pieces if p.edges is not None) for d in range(3)) if any(boxed) else first.boundary
+    return Frames(
+        steps=np.concatenate([p.steps for p in pieces]), times=times, positions=field_of("positions"),
+        velocities=field_of("velocities"), forces=field_of("forces"), edges=edges, box_mask=box_mask,
+        box_exact=all(p.box_exact for p in pieces), boundary=boundary,
+        time_exact=all(p.time_exact for p in pieces), notes=sum((p.notes for p in pieces), []),
+    )
+
+
+def select_frames(n_frames, start=None, stop=None, step=None):
+    """Frame numbers of ``[start:stop:step]``; :class:`Refusal` when none or a bad step."""
+    if step is not None and step < 1:
+        raise Refusal(f"step {step}")
+    frames = np.arange(n_frames)[slice(start, stop, step)]
+    if len(frames) == 0:
+        raise Refusal("the frame selection is empty")
+    return frames
+
+
+def select_atoms(topology, selection):
+    """Atom indices of an MDAnalysis *selection* on *topology*; :class:`Refusal` when it matches none."""
+    import MDAnalysis
+
+    if selection is None:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        universe = MDAnalysis.Universe(topology)
+        try:
+            group = universe.select_atoms(selection)
+        except Exception as error:  # noqa: BLE001
+            raise Refusal(f"invalid selection {selection!r}: {error}") from None
+    if len(group) == 0:
+        raise Refusal(f"selection {selection!r} matches no atom")
+    return np.asarray(group.indices, np.int64)

@@ -1,0 +1,140 @@
+"""Minimal reproductions of the known failure categories (KNOWN.md), through the harness.
+
+``python -m tests.differential.repro [NAME...] [--ranks 1,2,3]`` builds each named case by
+hand (the smallest input showing the failure), runs it like any drawn case and prints its
+failures with the reproduction lines; the inputs stay in the kept directory it prints.
+Without NAME it runs all of them; a category whose case passes is reported as fixed.
+The bench crash with an out-of-range reference frame depends on the XTC's bytes: its input
+is tests/differential/data/bench-ref-frame-crash.xtc (see KNOWN.md).
+"""
+
+import shutil
+import sys
+import tempfile
+
+import numpy as np
+
+from .cases import Case
+from .runner import Runner
+from .spec import SegmentSpec
+
+
+def _xtc(n_frames=3, n_atoms=4, box=True, **extra):
+    rng = np.random.default_rng(1)
+    spec = SegmentSpec(format="xtc", n_atoms=n_atoms, steps=np.arange(n_frames, dtype=np.int64) * 10,
+                       times=np.arange(n_frames) * 0.02, positions=rng.uniform(0.5, 4.5, (n_frames, n_atoms, 3)),
+                       has_positions=np.ones(n_frames, bool))
+    if box:
+        spec.box = np.repeat(np.diag([5.0, 5.0, 5.0])[None], n_frames, axis=0)
+        spec.has_box = np.ones(n_frames, bool)
+    for key, value in extra.items():
+        setattr(spec, key, value)
+    return spec
+
+
+def _trr(n_frames=3, n_atoms=4, **extra):
+    spec = _xtc(n_frames, n_atoms)
+    spec.format = "trr"
+    rng = np.random.default_rng(2)
+    spec.velocities = rng.normal(0, 1, (n_frames, n_atoms, 3))
+    spec.has_velocities = np.ones(n_frames, bool)
+    spec.forces = rng.normal(0, 100, (n_frames, n_atoms, 3))
+    spec.has_forces = np.ones(n_frames, bool)
+    for key, value in extra.items():
+        setattr(spec, key, value)
+    return spec
+
+
+def _h5md(**extra):
+    spec = _xtc()
+    spec.format, spec.writer = "h5md", "h5py"
+    for key, value in extra.items():
+        setattr(spec, key, value)
+    return spec
+
+
+def _dcd(istart=0, n_frames=3):
+    spec = _xtc(n_frames)
+    spec.format, spec.box, spec.has_box = "dcd", None, None
+    spec.positions = spec.positions * 10.0
+    spec.dcd_istart, spec.steps = istart, istart + np.arange(n_frames, dtype=np.int64)
+    return spec
+
+
+NAMES = ["N", "CA", "C", "O"]
+
+
+def recipes():
+    """NAME -> (Case, what it shows)."""
+    near = _xtc(n_frames=2, n_atoms=2)
+    near.format, near.writer = "h5md", "h5py"  # float32 values kept as written
+    near.positions[:, 0, 0] = 0.0099999998
+    missing_box = _xtc()
+    missing_box.has_box = np.array([False, True, True])
+    some_velocities = _trr(has_velocities=np.array([False, True, True]))
+    no_time = _h5md(time_store="missing")
+    bonded = _h5md(extras=("connectivity",), bonds=np.array([[0, 1], [2, 3]]))
+    fixed_box = _h5md(box_store="fixed33")
+    in_pm = _h5md(length_unit="pm")
+    in_pm.positions = np.full((3, 4, 3), 1855.1884765625)
+    in_pm.box = in_pm.box * 1000.0
+    own_rate = _h5md()
+    own_rate.velocities = np.random.default_rng(3).normal(0, 1, (3, 4, 3))
+    own_rate.velocity_rate, own_rate.has_velocities = 2, np.array([True, False, True])
+    natoms = _xtc(n_frames=3, n_atoms=20, natoms_change_frame=1)
+    truncated = _xtc(n_frames=3, extra={"truncate": ("header", 0.5)})
+    no_positions = _trr(has_positions=np.array([True, False, True]))
+    return {
+        "single-chunk-zeros": (Case("convert", [_xtc(n_frames=1)], NAMES, {}), "one frame, one chunk: stored as zeros (serial)"),
+        "precision-beyond-bound": (Case("convert", [near], NAMES[:2], {"precision": 0.01}), "0.0099999998 with --precision 0.01"),
+        "box-first-frame-or-partial": (Case("convert", [missing_box], NAMES, {}), "XTC whose frame 0 has no box"),
+        "fields-in-some-frames": (Case("convert", [some_velocities], NAMES, {}), "TRR whose frame 0 has no velocities"),
+        "h5md-own-rate-velocity": (Case("convert", [own_rate], NAMES, {}), "H5MD velocity every 2nd position frame"),
+        "truncated-accepted": (Case("convert", [truncated], NAMES, {}), "XTC cut inside the last frame's header"),
+        "natoms-change-accepted": (Case("convert", [natoms], NAMES * 5, {}), "XTC whose frames 1.. hold one atom more"),
+        "time-invented": (Case("convert", [no_time], NAMES, {}), "H5MD without time"),
+        "connectivity-stale": (Case("convert", [bonded], NAMES, {"topology": True, "select": "index 2:3"}),
+                               "H5MD with /connectivity, --select"),
+        "h5md-fixed-box": (Case("convert", [fixed_box], NAMES, {}), "H5MD box/edges a fixed (3, 3) dataset"),
+        "h5md-box-vectors": (Case("validate", [_h5md(box_store="n3")], NAMES, {"mutation": None}),
+                             "H5MD box as (n, 3) edge vectors, validate --against it"),
+        "unit-conversion-ulp": (Case("convert", [in_pm], NAMES, {}), "H5MD in pm: 1855.1884765625 pm"),
+        "split-dcd-header-steps": (Case("split", [_dcd(0), _dcd(100)], NAMES, {"nparts": 1, "format": "same"}),
+                                   "two DCD segments with a gap in steps, one part"),
+        "validate-misses-nan-inf": (Case("validate", [_dcd(0)], NAMES, {"mutation": {"field": "positions", "frame": 1, "atom": 0, "axis": 0, "value": "nan"}}),
+                                    "DCD source, copy with one NaN"),
+        "bench-frames-engine-qcp-nan": (Case("bench", [_xtc()], NAMES, {"select": "index 0", "ref_frame": 0, "engine": "frames", "block_frames": 8, "input": "source"}),
+                                        "one atom, engine frames"),
+        "bench-frames-without-positions-crash": (Case("bench", [no_positions], NAMES, {"select": "name CA", "ref_frame": 1, "engine": "frames", "block_frames": 8, "input": "source"}),
+                                                 "TRR frame 1 without positions, engine frames"),
+    }
+
+
+def main(argv):
+    ranks = (1,)
+    names = []
+    for argument in argv:
+        if argument.startswith("--ranks"):
+            ranks = tuple(int(r) for r in argument.split("=", 1)[1].split(","))
+        else:
+            names.append(argument)
+    available = recipes()
+    names = names or list(available)
+    keep = tempfile.mkdtemp(prefix="h5mdtool-repro-kept-")
+    base = tempfile.mkdtemp(prefix="h5mdtool-repro-")
+    runner = Runner(base, ranks=ranks, keep_dir=keep, log=sys.stdout)
+    try:
+        for name in names:
+            case, what = available[name]
+            print(f"== {name}: {what}", flush=True)
+            new = runner.run(case)
+            if not new:
+                print("   passes (fixed?)")
+    finally:
+        runner.close()
+        shutil.rmtree(base, ignore_errors=True)
+    print(f"inputs kept in {keep}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,700 @@
+"""Run one case at every rank count and judge the outcomes against the oracle.
+
+For each case the controller (the serial process running hypothesis):
+
+1. writes the inputs once (:meth:`.cases.Case.materialize`);
+2. computes what the command must do (:func:`plan`): refuse (and why), or write exactly the
+   oracle's frames; some inputs may also be refused by design (``either``: a lossy layout
+   asked together with velocities, fields present in some frames only, ...), and then a
+   success is checked as strictly as any other;
+3. sends the API call to the pool of each rank count (1 = a serial worker process, 2 and 3 =
+   one ``mpirun`` each) and checks the outcome and every file written
+   (:mod:`.checks`), plus, for a sample, the same command through the command line;
+4. keeps the case's directory when something failed and prints one reproduction line per
+   failure.
+
+A failure is a :class:`~.checks.Failure`; :class:`Runner` counts cases and failures per rank
+count (the numbers ``make fuzz`` prints).
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import oracle
+from .cases import command_line, outputs, reproduction, request
+from .checks import Failure, check_frames, check_mdanalysis_readback, check_validate, leftover_temporaries
+from .h5md_output import read_output
+from .known import classify
+from .pool import ROOT, Pool
+from .writers import SourceUnavailable, write_reference_copy
+
+#: A Python exception name at the start of an abort message: a crash, not a refusal.
+PYTHON_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Warning)\b: ")
+
+
+class Unusable(Exception):
+    """The case cannot be judged (an input that cannot be made); hypothesis rejects it."""
+
+
+@dataclass
+class Plan:
+    """What the command must do."""
+
+    must: str  # "succeed", "refuse" or "either"
+    reasons: list = field(default_factory=list)
+    refusal_kind: str = None
+    expected: object = None  # oracle.Frames of the output
+    refuse_at_ranks: dict = field(default_factory=dict)  # ranks -> reason (e.g. lzf in parallel)
+
+    def at(self, ranks):
+        if ranks in self.refuse_at_ranks or (ranks > 1 and "parallel" in self.refuse_at_ranks):
+            reason = self.refuse_at_ranks.get(ranks) or self.refuse_at_ranks["parallel"]
+            return Plan("refuse", self.reasons + [reason], "bad-option", self.expected)
+        return self
+
+
+# -- plans ----------------------------------------------------------------------------
+
+def layout_problem(options):
+    """Why a layout option set is a usage error, or None (the documented rules)."""
+    compressed = options.get("compression", "none") != "none"
+    if options.get("contiguous") and compressed:
+        return "--contiguous with --compression"
+    if options.get("contiguous") and options.get("precision") is not None:
+        return "--contiguous with --precision"
+    if options.get("shuffle") and not compressed:
+        return "--shuffle without --compression"
+    if options.get("stripe_size") is not None and options["stripe_size"] % 65536:
+        return "--stripe-size not a multiple of 64K"
+    if options.get("stripe_count") is not None and (options["stripe_count"] == 0 or options["stripe_count"] < -1):
+        return "--stripe-count 0"
+    return None
+
+
+def read_sources(case):
+    """The oracle's frames of the joined trajectory; :class:`oracle.Refusal` when it must be refused."""
+    for spec in case.segments:
+        problem = oracle.damage(spec)
+        if problem:
+            raise oracle.Refusal(problem, ) from None
+    pieces = [oracle.read_segment(spec, path, case.topology) for spec, path in zip(case.segments, case.inputs)]
+    return oracle.join(pieces, case.options.get("on_overlap", "error"))
+
+
+def _refusal_kind(reason):
+    for word, kind in (("truncated", "truncated"), ("atom count", "natoms-change"), ("starts at step", "overlap"),
+                       ("steps do not", "steps-backwards"), ("selection", "selection"), ("step", "frames"),
+                       ("--", "bad-option")):
+        if word in reason:
+            return kind
+    return "bad-input"
+
+
+def _either_reasons(case, expected, options):
+    """Why the command may refuse valid input by design (then a success is still checked)."""
+    reasons = []
+    wanted = [name for name in ("velocities", "forces")
+              if options.get(name, True) and getattr(expected, name) is not None and getattr(expected, name).mask.any()]
+    if options.get("precision") is not None and wanted:
+        reasons.append(f"--precision with {' and '.join(wanted)} in the source")
+    for name in wanted:
+        if not getattr(expected, name).mask.all():
+            reasons.append(f"{name} in some frames only")
+    if not expected.positions.mask.all():
+        reasons.append("frames without positions")
+    if expected.times is None:
+        reasons.append("the source has no time")
+    if any(s.format == "h5md" and s.velocity_rate > 1 for s in case.segments):
+        reasons.append("an H5MD velocity sampled at its own steps")
+    return reasons
+
+
+def plan(case):
+    """What *case*'s command must do (see :class:`Plan`)."""
+    options = case.options
+    try:
+        if case.command in ("convert", "split"):
+            layout_options = options if case.command == "convert" or options.get("format") == "h5md" else {}
+            problem = layout_problem(layout_options)
+            if problem:
+                raise oracle.Refusal(problem)
+        if case.command == "split" and options["format"] == "same":
+            formats = {s.format for s in case.segments}
+            if "h5md" in formats:
+                raise oracle.Refusal("--format same with H5MD input")
+            if len(formats) > 1:
+                raise oracle.Refusal("--format same with inputs of several formats")
+        joined = read_sources(case)
+        if case.command == "convert":
+            frames = oracle.select_frames(joined.n_frames, options.get("start"), options.get("stop"), options.get("step"))
+            atoms = oracle.select_atoms(case.topology, options.get("select")) if options.get("topology") else None
+            expected = joined.take(frames, atoms)
+        else:
+            expected = joined
+        if case.command == "split" and options["nparts"] > expected.n_frames:
+            raise oracle.Refusal(f"--nparts {options['nparts']} above {expected.n_frames} frames")
+        if case.command == "bench":
+            return _bench_plan(case, expected)
+    except oracle.Refusal as refusal:
+        return Plan("refuse", [str(refusal)], _refusal_kind(str(refusal)))
+    result = Plan("succeed", expected=expected)
+    if case.command in ("convert", "split"):
+        reasons = _either_reasons(case, expected, options if case.command == "convert" else {})
+        if case.command == "split" and options["format"] == "h5md":
+            reasons = _either_reasons(case, expected, options)
+        if case.command == "split" and options["format"] == "same":
+            nsavc = {s.dcd_nsavc for s in case.segments if s.format == "dcd"}
+            if len(nsavc) > 1:
+                reasons.append("DCD segments with different NSAVC")
+        if reasons:
+            result.must, result.reasons = "either", reasons
+        if options.get("compression") == "lzf" and case.command == "convert":  # split: one rank per part
+            result.refuse_at_ranks["parallel"] = "lzf cannot be written in parallel (refused by design)"
+    return result
+
+
+def _bench_plan(case, expected):
+    options = case.options
+    n = expected.n_frames
+    atoms = oracle.select_atoms(case.topology, options["select"])
+    if not -n <= options["ref_frame"] < n:
+        raise oracle.Refusal(f"--ref-frame {options['ref_frame']} outside {n} frames")
+    result = Plan("succeed", expected=expected)
+    result.atoms = np.arange(expected.n_atoms) if atoms is None else atoms
+    reasons = []
+    if not expected.positions.mask.all():
+        reasons.append("frames without positions")
+    if expected.times is None:
+        reasons.append("the source has no time")
+    if reasons:
+        result.must, result.reasons = "either", reasons
+    return result
+
+
+# -- preparation of extra inputs ---------------------------------------------------------
+
+def prepare(case, the_plan, serial_pool, timeout):
+    """Make what the command reads besides the sources (validate copy, bench input)."""
+    if case.command == "validate":
+        if the_plan.must == "refuse" or the_plan.expected is None:
+            raise Unusable(f"validate needs a readable source: {the_plan.reasons}")
+        expected = the_plan.expected
+        if not expected.positions.mask.all() or expected.times is None:
+            raise Unusable("validate copies need positions and time in every frame")
+        path = os.path.join(case.directory, "copy.h5md")
+        case.prepared["copy"] = path
+        case.prepared["change"] = write_reference_copy(expected, path, case.options.get("mutation"))
+    elif case.command == "bench":
+        kind = case.options.get("input", "source")
+        if kind == "source" or the_plan.must == "refuse":
+            case.prepared["bench_input"] = case.inputs[0]
+            return
+        if kind == "converted":
+            target = os.path.join(case.directory, "bench.h5md")
+            call = {"function": "convert", "args": [case.inputs, target], "kwargs": {"progress": False}}
+        else:
+            target = os.path.join(case.directory, "bench-parts")
+            call = {"function": "split", "args": [case.inputs, target, min(3, the_plan.expected.n_frames)],
+                    "kwargs": {"progress": False}}
+            target = os.path.join(target, "manifest.json")
+        outcome = serial_pool.call(call, timeout)
+        if outcome["status"] != "done" or outcome["ranks"][0]["status"] != "ok":
+            raise Unusable(f"cannot make the bench input ({kind}): {outcome}")
+        case.prepared["bench_input"] = target
+
+
+# -- judging outcomes -------------------------------------------------------------------
+
+def merge(outcome):
+    """One outcome from the per-rank outcomes: rank 0's, after checking that ranks agree."""
+    if outcome["status"] != "done":
+        return outcome, []
+    ranks = outcome["ranks"]
+    # ranks that did not fail themselves raise RemoteRankError: only the status must agree
+    statuses = {o["status"] for o in ranks}
+    failures = []
+    if len(statuses) > 1:
+        failures.append(Failure("ranks-disagree", "ranks ended differently: "
+                                + "; ".join(f"rank {r}: {o['status']} {o.get('type') or ''} {o.get('message', '')[:100]}"
+                                            for r, o in enumerate(ranks))))
+    return ranks[0], failures
+
+
+def judge(case, the_plan, outcome, ranks):
+    """Failures of one run (*outcome* from a pool) of *case* at *ranks* ranks."""
+    the_plan = the_plan.at(ranks)
+    directory = case.run_directory(ranks)
+    result, failures = merge(outcome)
+    status = result["status"]
+    if status == "hang":
+        return failures + [Failure("hang", f"no outcome after {result['seconds']:.0f} s; pool log: {result['log'][-300:]!r}")]
+    if status == "dead":
+        message = _abort_message(result["log"])
+        if message and not PYTHON_EXCEPTION.match(message) and the_plan.must != "succeed":
+            failures += _refusal_leftovers(case, directory)
+            return failures
+        kind = "abort" if message else "pool-died"
+        if message and PYTHON_EXCEPTION.match(message):
+            kind = "crash:" + message.split(":", 1)[0]
+        return failures + [Failure(kind, f"the job ended (exit {result.get('exit_code')}): {(message or result['log'][-400:])[:400]}")]
+    if status == "crash":
+        last = (result.get("traceback") or "").strip().splitlines()[-3:]
+        return failures + [Failure(f"crash:{result['type']}", f"{result['type']}: {result['message'][:300]} | {' / '.join(last)[:300]}")]
+    if status == "error":
+        if the_plan.must == "succeed":
+            failures.append(Failure("refused-valid-input", f"{result['type']}: {result['message'][:300]}"))
+        return failures + _refusal_leftovers(case, directory)
+    # ok
+    if the_plan.must == "refuse":
+        failures.append(Failure(f"accepted-{the_plan.refusal_kind}", f"succeeded although it must refuse: {'; '.join(the_plan.reasons)}"))
+        return failures + leftover_temporaries(directory, case.directory)
+    checker = {"convert": _judge_convert, "split": _judge_split, "validate": _judge_validate, "bench": _judge_bench}[case.command]
+    return failures + checker(case, the_plan, result.get("result"), ranks) + leftover_temporaries(directory, case.directory)
+
+
+def _abort_message(log):
+    for line in log.splitlines():
+        match = re.match(r"error: rank \d+: (.*)", line.strip())
+        if match:
+            return match.group(1)
+    return None
+
+
+def _refusal_leftovers(case, directory):
+    failures = leftover_temporaries(directory, case.directory)
+    if case.command in ("convert", "split"):
+        target = outputs(case, int(os.path.basename(directory)[1:]))
+        if os.path.exists(target):
+            failures.append(Failure("output-after-refusal", f"{os.path.basename(target)} exists after the refusal"))
+    return failures
+
+
+def _judge_convert(case, the_plan, summary, ranks):
+    path = outputs(case, ranks)
+    if not os.path.isfile(path):
+        return [Failure("output-missing", f"{path} not written although convert succeeded")]
+    options = case.options
+    precision = options.get("precision")
+    try:
+        document = read_output(path)
+    except Exception as error:  # noqa: BLE001
+        return [Failure("output-unreadable", f"cannot read the output: {type(error).__name__}: {error}")]
+    failures = check_frames(document, the_plan.expected, precision=precision,
+                            want_velocities=options.get("velocities", True), want_forces=options.get("forces", True),
+                            summary=summary)
+    failures += _check_carried_over(case, document)
+    if summary is not None and summary.get("n_frames") != the_plan.expected.n_frames:
+        failures.append(Failure("summary-frames", f"summary says {summary.get('n_frames')} frames, expected {the_plan.expected.n_frames}"))
+    if not failures:  # wrong values would only be seen again through MDAnalysis
+        failures += check_mdanalysis_readback(path, _topology_for(case), the_plan.expected, precision)
+    failures += check_validate(path)
+    return failures
+
+
+def _topology_for(case):
+    """The PDB of the written atoms (the selection's, when there is one)."""
+    select = case.options.get("select")
+    if not (case.options.get("topology") and select):
+        return case.topology
+    path = os.path.join(case.directory, f"top-selected-{abs(hash(select)) % 10**8}.pdb")
+    if not os.path.exists(path):
+        import MDAnalysis
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            MDAnalysis.Universe(case.topology).select_atoms(select).write(path)
+    return path
+
+
+def _check_carried_over(case, document):
+    """H5MD input: connectivity follows the atom selection; parameters and observables are kept."""
+    source = case.segments[0]
+    if len(case.segments) != 1 or source.format != "h5md":
+        return []
+    failures = []
+    options = case.options
+    selected = options.get("topology") and options.get("select")
+    if "connectivity" in source.extras and document["connectivity"]:
+        if selected:
+            atoms = oracle.select_atoms(case.topology, options["select"])
+            for name, bonds in document["connectivity"].items():
+                if bonds.size and (bonds.max() >= len(atoms)
+                                   or not _same_bonds(bonds, source.bonds, atoms)):
+                    failures.append(Failure("connectivity-stale", f"/connectivity/{name} still indexes the source's "
+                                                                  f"{source.n_atoms} atoms after --select ({len(atoms)} kept)"))
+        else:
+            for name, bonds in document["connectivity"].items():
+                if not np.array_equal(np.sort(bonds, axis=0), np.sort(source.bonds, axis=0)):
+                    failures.append(Failure("connectivity-differ", f"/connectivity/{name} differs from the source's"))
+    return failures
+
+
+def _same_bonds(bonds, source_bonds, atoms):
+    position = {int(a): i for i, a in enumerate(atoms)}
+    kept = [(position[a], position[b]) for a, b in source_bonds.tolist() if a in position and b in position]
+    return sorted(map(tuple, bonds.tolist())) == sorted(kept)
+
+
+def _judge_split(case, the_plan, summary, ranks):
+    directory = outputs(case, ranks)
+    manifest = os.path.join(directory, "manifest.json")
+    if not os.path.isfile(manifest):
+        return [Failure("split-no-manifest", f"{manifest} missing after success")]
+    with open(manifest) as handle:
+        document = json.load(handle)
+    parts = document.get("parts", [])
+    failures = []
+    nparts = case.options["nparts"]
+    sizes = [p["stop"] - p["start"] for p in parts]
+    if len(parts) != nparts:
+        failures.append(Failure("split-parts-count", f"{len(parts)} parts, asked {nparts}"))
+    if sizes and max(sizes) - min(sizes) > 1:
+        failures.append(Failure("split-unbalanced", f"part sizes {sizes}"))
+    expected = the_plan.expected
+    same = case.options["format"] == "same"
+    for number, part in enumerate(parts):
+        path = os.path.join(directory, part["path"])
+        want = expected.take(np.arange(part["start"], part["stop"]))
+        label = f"part {number} ({part['path']})"
+        try:
+            if same:
+                fmt = case.segments[0].format
+                spec = _part_spec(case, fmt)
+                got = oracle.read_segment(spec, path, case.topology)
+                failures += [Failure(f.kind, f"{label}: {f.message}") for f in compare_frames(got, want)]
+            else:
+                failures += check_frames(read_output(path), want, precision=case.options.get("precision"), label=label)
+        except Exception as error:  # noqa: BLE001
+            failures.append(Failure("split-part-unreadable", f"{label}: {type(error).__name__}: {str(error)[:200]}"))
+    if sum(sizes) != expected.n_frames:
+        failures.append(Failure("split-frames", f"parts hold {sum(sizes)} frames, the source {expected.n_frames}"))
+    failures += _validate_manifest(case, manifest)
+    return failures
+
+
+def _part_spec(case, fmt):
+    from .spec import SegmentSpec
+
+    return SegmentSpec(format=fmt, n_atoms=case.segments[0].n_atoms, steps=np.zeros(1), times=None, positions=None)
+
+
+def compare_frames(got, want):
+    """Frames of a byte-copied part against the source's: everything identical."""
+    failures = []
+    if got.n_frames != want.n_frames:
+        return [Failure("split-frames", f"{got.n_frames} frames, expected {want.n_frames}")]
+    if np.any(got.steps != want.steps):
+        failures.append(Failure("step-differ", f"steps {got.steps[:5].tolist()}... instead of {want.steps[:5].tolist()}..."))
+    if got.times is not None and want.times is not None and np.any(np.abs(got.times - want.times) > 1e-9 * np.abs(want.times) + 1e-12):
+        failures.append(Failure("time-differ", "times differ"))
+    for name in ("positions", "velocities", "forces"):
+        a, b = getattr(got, name), getattr(want, name)
+        mask_a = np.zeros(got.n_frames, bool) if a is None else a.mask
+        mask_b = np.zeros(want.n_frames, bool) if b is None else b.mask
+        if np.any(mask_a != mask_b):
+            failures.append(Failure(f"{name}-differ", f"{name} present in frames {np.flatnonzero(mask_a)[:8].tolist()}, "
+                                                      f"the source in {np.flatnonzero(mask_b)[:8].tolist()}"))
+        elif mask_a.any() and np.any(a.values[mask_a] != b.values[mask_b]):
+            failures.append(Failure(f"{name}-differ", f"{name} differ from the source"))
+    if (got.edges is None) != (want.edges is None) or (got.edges is not None and np.any(np.abs(got.edges - want.edges) > 1e-6 * np.abs(want.edges).max(initial=1.0))):
+        failures.append(Failure("box-differ", "boxes differ from the source"))
+    return failures
+
+
+def _validate_manifest(case, manifest):
+    import h5mdtool
+
+    failures = []
+    for against in (None, case.inputs):
+        label = "validate manifest" + (" --against the source" if against else "")
+        try:
+            report = h5mdtool.validate([manifest], against=against, on_overlap=case.options.get("on_overlap", "error"),
+                                       progress=False)
+        except Exception as error:  # noqa: BLE001
+            failures.append(Failure("validate-manifest-crash" if not against else "validate-against-parts-crash",
+                                    f"{label}: {type(error).__name__}: {error}"))
+            continue
+        if report.exit_code != 0:
+            errors = [f"{f.rule}: {f.message}" for r in report.files for f in r.findings if f.severity == "error"]
+            failures.append(Failure("validate-rejects-split" if not against else "validate-against-parts",
+                                    f"{label} exits {report.exit_code}: {'; '.join(errors[:2])[:300]}"))
+    return failures
+
+
+def _judge_validate(case, the_plan, report, ranks):
+    change = case.prepared.get("change")
+    findings = [f for file in report["files"] for f in file["findings"]]
+    errors = [f for f in findings if f["severity"] == "error"]
+    if change is None:
+        if report["exit_code"] != 0:
+            return [Failure("validate-false-alarm", f"an exact copy of the source fails (exit {report['exit_code']}): "
+                                                    + "; ".join(f"{f['rule']}: {f['message']}" for f in errors[:2])[:400])]
+        return []
+    frame = change["frame"]
+    reported = [f for f in findings if f["rule"] == "AGAINST002" and re.search(rf"\bframe {frame}:", f["message"])]
+    failures = []
+    if report["exit_code"] != 1:
+        failures.append(Failure(f"validate-missed-{change['field']}-{change['value']}",
+                                f"{change['field']} changed at frame {frame} ({change['where']}, {change['value']}) but validate exits {report['exit_code']}"))
+    elif not reported:
+        failures.append(Failure(f"validate-frame-not-named-{change['field']}",
+                                f"{change['field']} changed at frame {frame} ({change['value']}); errors: "
+                                + "; ".join(f"{f['rule']}: {f['message']}" for f in errors[:2])[:300]))
+    return failures
+
+
+def _kabsch_rmsd(frame, reference):
+    """RMSD after optimal superposition by the SVD (Kabsch), in float64."""
+    a, b = frame - frame.mean(axis=0), reference - reference.mean(axis=0)
+    u, _, vt = np.linalg.svd(a.T @ b)
+    d = np.sign(np.linalg.det(u @ vt)) or 1.0
+    rotation = u @ np.diag([1.0, 1.0, d]) @ vt
+    return float(np.sqrt(max(0.0, ((a @ rotation - b) ** 2).sum()) / len(frame)))
+
+
+def _rmsd(mda_rmsd, frame, reference, tolerance=1e-4):
+    """MDAnalysis's RMSD after superposition, cross-checked by the Kabsch superposition.
+
+    MDAnalysis's QCP is ill-conditioned for coincident or collinear atoms (one or two atoms,
+    identical frames): there it returns NaN or errs by up to 1e-2 A (measured on two-atom
+    selections). Where the two disagree beyond *tolerance*, the SVD's value is used.
+    """
+    value = mda_rmsd(frame, reference, center=True, superposition=True)
+    check = _kabsch_rmsd(frame, reference)
+    if np.isnan(value) or abs(value - check) > tolerance:
+        return check
+    return value
+
+
+def _judge_bench(case, the_plan, result, ranks):
+    from MDAnalysis.analysis.rms import rmsd as mda_rmsd
+
+    if ranks > 1 and result is None:
+        return [Failure("bench-no-result", "rank 0 returned no result")]
+    expected = the_plan.expected
+    atoms = the_plan.atoms
+    positions = expected.positions.values[:, atoms] * 10.0
+    reference = positions[case.options["ref_frame"]]
+    # float32 coordinates, and the precision of QCP's eigenvalue (1e-11 relative, so an RMSD
+    # near zero is resolved to about sqrt(1e-11) times the coordinates' size)
+    scale = float(np.abs(positions).max(initial=1.0))
+    tolerance = 1e-4 + 2e-6 * scale + 1e-5 * scale
+    want = np.array([_rmsd(mda_rmsd, frame, reference, tolerance) for frame in positions])
+    got = np.asarray(result["rmsd"], np.float64)
+    failures = []
+    if got.shape != (expected.n_frames, 3):
+        return [Failure("bench-shape", f"rmsd array {got.shape}, expected ({expected.n_frames}, 3)")]
+    if np.any(got[:, 0] != np.arange(expected.n_frames)):
+        failures.append(Failure("bench-frames", f"frame column {got[:5, 0].tolist()}..."))
+    if expected.times is not None and np.any(np.abs(got[:, 1] - expected.times) > 1e-9 * np.abs(expected.times) + 1e-9):
+        bad = int(np.flatnonzero(np.abs(got[:, 1] - expected.times) > 1e-9 * np.abs(expected.times) + 1e-9)[0])
+        failures.append(Failure("bench-time", f"time of frame {bad}: {got[bad, 1]} instead of {expected.times[bad]}"))
+    deviation = np.abs(got[:, 2] - want)
+    if np.any(~(deviation <= tolerance)):
+        bad = int(np.argmax(np.where(np.isnan(deviation), np.inf, deviation)))
+        failures.append(Failure("bench-rmsd", f"RMSD of frame {bad}: {got[bad, 2]!r} A, MDAnalysis {want[bad]!r} A "
+                                              f"(tolerance {tolerance:.2g} A)"))
+    return failures
+
+
+# -- the command line sample --------------------------------------------------------------
+
+def run_cli(case, the_plan, ranks, timeout):
+    """Run the case's command through ``python -m h5mdtool`` and check exit status and stderr."""
+    the_plan = the_plan.at(ranks)
+    call = request(case, ranks)
+    directory = os.path.join(case.run_directory(ranks), "cli")
+    os.makedirs(directory, exist_ok=True)
+    override = None
+    if case.command == "convert":
+        override = os.path.join(directory, "out.h5md")
+    elif case.command == "split":
+        override = os.path.join(directory, "parts")
+    argv = [sys.executable, "-m", "h5mdtool", *command_line(call, override)]
+    if ranks > 1:
+        argv = [os.path.join(ROOT, "tools", "mpirun.sh"), "-n", str(ranks), *argv]
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    env.pop("H5MDTOOL_DEBUG", None)
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT,
+                              start_new_session=True)
+    except subprocess.TimeoutExpired:
+        return [Failure("cli-hang", f"the command line did not end within {timeout} s")]
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("error:")]
+    failures = []
+    if "Traceback (most recent call last)" in done.stderr:
+        failures.append(Failure("cli-traceback", f"exit {done.returncode}, traceback on stderr: {lines[-1][:200] if lines else ''}"))
+    refused = done.returncode != 0
+    if case.command == "validate":
+        expected_code = 0 if case.prepared.get("change") is None else 1
+        if done.returncode != expected_code:
+            failures.append(Failure("cli-exit", f"validate exits {done.returncode}, expected {expected_code}: {done.stderr[-200:]}"))
+        return failures + leftover_temporaries(directory)
+    if refused:
+        if the_plan.must == "succeed":
+            failures.append(Failure("cli-refused-valid-input", f"exit {done.returncode}: {' | '.join(lines[-2:])[:300]}"))
+        if done.returncode not in (1, 2):
+            failures.append(Failure("cli-exit-status", f"refusal with exit status {done.returncode} (1 or 2 expected): {' | '.join(lines[-2:])[:200]}"))
+        if len(errors) != 1 or (ranks == 1 and len(lines) != 1):
+            failures.append(Failure("cli-error-lines", f"stderr is not one 'error:' line: {lines[:4]}"))
+        elif PYTHON_EXCEPTION.match(errors[0][len("error: "):]) or "(run with --debug" in errors[0]:
+            failures.append(Failure("cli-crash", f"{errors[0][:300]}"))
+        if override and os.path.exists(override):
+            failures.append(Failure("output-after-refusal", "the command line left its output after refusing"))
+    elif the_plan.must == "refuse":
+        failures.append(Failure(f"cli-accepted-{the_plan.refusal_kind}", f"exit 0 although it must refuse: {'; '.join(the_plan.reasons)}"))
+    return failures + leftover_temporaries(directory)
+
+
+# -- the runner ---------------------------------------------------------------------------
+
+def may_corrupt_memory(case, the_plan, outcome):
+    """True after a run that may have let MDAnalysis's decoders write past their buffers: a
+    damaged XTC/TRR that was not refused (so it was decoded), or bench's out-of-range
+    reference frame (measured to corrupt the heap before it is refused). The pool is
+    restarted after such a run, so the damage does not surface in an unrelated case."""
+    ranks = outcome.get("ranks") or [{}]
+    accepted = outcome.get("status") == "done" and ranks[0].get("status") == "ok"
+    if accepted and any(oracle.damage(spec) for spec in case.segments):
+        return True
+    return case.command == "bench" and the_plan.refusal_kind == "bad-option"
+
+
+def first_of_each_kind(failures):
+    """One failure per kind (split parts repeat the same failure), noting how many more."""
+    seen = {}
+    for failure in failures:
+        if failure.kind in seen:
+            seen[failure.kind][1] += 1
+        else:
+            seen[failure.kind] = [failure, 0]
+    return [Failure(f.kind, f.message + (f" (and {more} more like it)" if more else "")) for f, more in seen.values()]
+
+
+class Runner:
+    """Pools for each rank count, case numbering, counts, kept failures."""
+
+    def __init__(self, base, ranks=(1, 2, 3), timeout=120, keep_dir=None, known_mode="report", log=None):
+        self.base = base
+        self.ranks = tuple(ranks)
+        self.timeout = timeout
+        self.keep_dir = keep_dir or os.path.join(base, "kept")
+        self.known_mode = known_mode
+        self.pools = {n: Pool(n, base) for n in self.ranks}
+        if 1 not in self.pools:
+            self.pools[1] = Pool(1, base)
+        self.counts = {n: {"cases": 0, "failures": 0, "known": 0} for n in self.ranks}
+        self.failures = []  # (ranks, case number, Failure, reproduction, known category)
+        self.number = 0
+        self.log = log or sys.stderr
+        self.cli_runs = 0
+        self.plans = {}
+        self.seen = set()
+
+    def close(self):
+        for pool in self.pools.values():
+            pool.close()
+
+    def run(self, case):
+        """Run *case* at every rank count; return the new failures. Raises :class:`Unusable`."""
+        fingerprint = json.dumps(case.describe(), sort_keys=True, default=str)
+        if fingerprint in self.seen:
+            raise Unusable("drawn before")
+        self.seen.add(fingerprint)
+        self.number += 1
+        try:
+            case.materialize(os.path.join(self.base, "cases"), self.number)
+        except SourceUnavailable as error:
+            raise Unusable(str(error)) from None
+        the_plan = plan(case)
+        key = f"{case.command}:{the_plan.must}" + (f"({the_plan.refusal_kind})" if the_plan.must == "refuse" else "")
+        self.plans[key] = self.plans.get(key, 0) + 1
+        prepare(case, the_plan, self.pools[1], self.timeout)
+        new = []
+        for ranks in self.ranks:
+            call = request(case, ranks)
+            pool = self.pools[ranks]
+            outcome = pool.call(call, self.timeout, label=(case.number, False))
+            risky = may_corrupt_memory(case, the_plan, outcome)
+            pool.history[-1] = (case.number, risky)
+            earlier = []
+            if outcome["status"] == "dead" and len(pool.history) > 1:
+                # the pool ran other cases before: see whether this one fails on its own
+                earlier = [entry for entry in pool.history[:-1] if entry]
+                outcome = pool.call(call, self.timeout, label=(case.number, risky))
+            failures = judge(case, the_plan, outcome, ranks)
+            if risky:  # memory may be corrupted: the next case at this rank count gets a fresh pool
+                pool.restart()
+            if earlier and outcome["status"] != "dead":
+                suspects = [number for number, was_risky in earlier if was_risky]
+                failures.append(Failure("pool-died-after-earlier-cases",
+                                        f"the pool died on this case after running cases {[n for n, _ in earlier][-8:]} "
+                                        f"and it passes on a fresh pool; the earlier cases that may corrupt memory: "
+                                        f"{suspects or 'none'}"))
+                if suspects:
+                    case.info["corrupted_by"] = suspects
+            if case.cli:
+                self.cli_runs += 1
+                failures += run_cli(case, the_plan, ranks, self.timeout)
+            failures = first_of_each_kind(failures)
+            self.counts[ranks]["cases"] += 1
+            line = reproduction(call, ranks)
+            for failure in failures:
+                category = classify(case, failure)
+                new.append((ranks, case.number, failure, line, category))
+            if any(item[4] is None for item in new if item[0] == ranks):
+                self.counts[ranks]["failures"] += 1
+            elif failures:
+                self.counts[ranks]["known"] += 1
+        if new:
+            self._keep(case, the_plan, new)
+            self.failures += new
+        else:
+            shutil.rmtree(case.directory, ignore_errors=True)
+        return new
+
+    def _keep(self, case, the_plan, failures):
+        """Move the case's files to the kept directory and print a reproduction per failure."""
+        os.makedirs(self.keep_dir, exist_ok=True)
+        target = os.path.join(self.keep_dir, os.path.basename(case.directory))
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.move(case.directory, target)
+        with open(os.path.join(target, "case.json"), "w") as handle:
+            json.dump({"case": case.describe(), "plan": {"must": the_plan.must, "reasons": the_plan.reasons},
+                       "failures": [{"ranks": r, "kind": f.kind, "message": f.message, "known": k} for r, _, f, _, k in failures]},
+                      handle, indent=1, default=str)
+        for ranks, number, failure, line, known in failures:
+            line = line.replace(case.directory, target)
+            tag = f"known:{known}" if known else "NEW"
+            self.log.write(f"FAIL case {number} n={ranks} {tag} {failure}\n    reproduce: {line}\n")
+        self.log.flush()
+
+    def report(self):
+        """``N cases, F failures`` per rank count, then failures grouped by kind."""
+        lines = ["cases by command and expectation: " + ", ".join(f"{k} {v}" for k, v in sorted(self.plans.items()))]
+        for ranks in self.ranks:
+            c = self.counts[ranks]
+            lines.append(f"ranks {ranks}: {c['cases']} cases, {c['failures']} failures"
+                         + (f" ({c['known']} more cases with known failures only)" if c["known"] else ""))
+        groups = {}
+        for ranks, number, failure, _, known in self.failures:
+            key = (failure.kind, known)
+            groups.setdefault(key, {"ranks": set(), "cases": set(), "example": failure.message})
+            groups[key]["ranks"].add(ranks)
+            groups[key]["cases"].add(number)
+        for (kind, known), group in sorted(groups.items(), key=lambda item: (item[0][1] is not None, item[0][0])):
+            lines.append(f"  {kind:<40} {'known:' + known if known else 'NEW':<28} ranks {sorted(group['ranks'])} "
+                         f"cases {len(group['cases'])}: {group['example'][:160]}")
+        return "\n".join(lines)
+
+    def unknown_failures(self):
+        return [item for item in self.failures if item[4] is None]

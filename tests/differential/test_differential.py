@@ -1,0 +1,33 @@
+"""The fixed-seed profile of the differential harness (``make test`` runs it).
+
+About 300 cases (``DIFF_EXAMPLES``), each run serially and on 2 and 3 MPI ranks
+(``DIFF_RANKS``), every output checked against MDAnalysis reading the source. The test
+fails on any failure, or, with ``H5MDTOOL_DIFF_KNOWN=skip``, on any failure outside the
+categories of KNOWN.md. Every failure is printed with a one-line reproduction on input
+files kept on disk. See docs/testing.md.
+"""
+
+import os
+
+import pytest
+
+from .known import mode
+from .session import run_profile, summary_lines
+
+pytestmark = pytest.mark.serial_only
+
+EXAMPLES = int(os.environ.get("DIFF_EXAMPLES", "300"))
+
+
+@pytest.mark.timeout(int(os.environ.get("DIFF_PYTEST_TIMEOUT", "3600")))
+def test_differential_fixed_seed(capsys):
+    known_mode = mode()
+    with capsys.disabled():
+        print()
+        runner = run_profile(EXAMPLES, derandomize=True)
+        report = "\n".join(summary_lines(runner, known_mode))
+        print(report)
+    failing = runner.unknown_failures() if known_mode == "skip" else runner.failures
+    assert runner.drawn["cases"] > 0, "hypothesis drew no case"
+    assert not failing, (f"{len(failing)} failure(s) in {len({(r, n) for r, n, *_ in failing})} run(s) of cases; "
+                         f"first: {failing[0][2]}\n    reproduce: {failing[0][3]}\n{report}")
