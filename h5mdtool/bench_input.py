@@ -25,7 +25,8 @@ from .manifest import MANIFEST_NAME, is_manifest
 class InputInfo:
     """The input of one benchmark run, as rank 0 found it (picklable, broadcast).
 
-    Frames are numbered among those holding positions (:mod:`h5mdtool.frames`).
+    Frames are numbered among those holding positions (:mod:`h5mdtool.frames`): every frame,
+    but in H5MD files whose velocities or forces have steps of their own.
 
     Attributes
     ----------
@@ -181,8 +182,7 @@ def inspect_input(paths, group=None):
     if group is not None and any(f != "H5MD" for f in formats):
         raise UsageError("--group chooses the particle group of H5MD files; this input is " + ", ".join(formats))
     index = scan(paths, group=group)
-    if not index.has("positions"):
-        raise InputError(f"{paths[0]}: holds no positions")
+    _check_positions(index)
     n_frames = len(position_frames(index))
     if len(paths) == 1 and formats[0] == "H5MD":
         return _h5md_input(paths[0], index, n_frames)
@@ -191,6 +191,26 @@ def inspect_input(paths, group=None):
     return InputInfo(kind="shared", path=os.path.abspath(paths[0]), format=",".join(index.formats),
                      n_frames=n_frames, n_atoms=index.n_atoms, files=[_stat(p) for p in paths],
                      layout=layout, h5md_group=group, index=index)
+
+
+def _check_positions(index):
+    """Refuse a segment with frames that hold no positions (a TRR with velocities or forces
+    only in some frames). MDAnalysis and the frames engine number every frame of such a file;
+    H5MD segments are exempt: their frames without positions (another element's own steps)
+    are not frames of MDAnalysis's reader, which numbers the rows of ``position``.
+
+    Raises
+    ------
+    InputError
+        Naming the file and its first frame without positions.
+    """
+    for segment in index.segments:
+        present = segment.fields.get("positions")
+        if segment.format == "H5MD" or (present is not None and present[segment.skip:].all()):
+            continue
+        frame = segment.skip if present is None else segment.skip + int(np.flatnonzero(~present[segment.skip:])[0])
+        raise InputError(f"{segment.path}: frame {frame} holds no positions (velocities or forces only); "
+                         "bench rmsd reads trajectories whose every frame holds positions")
 
 
 def _inspect_manifest(path, group):
@@ -249,19 +269,8 @@ def open_source(info, atom_indices, block_frames, comm, engine, topology):
     engine : {"blocks", "frames"}
     topology : str
         Topology file (frames engine: every Universe parses it).
-
-    Raises
-    ------
-    InputError
-        The frames engine on a trajectory with frames that hold no positions (MDAnalysis
-        numbers those frames too; collective).
     """
     if engine == "frames":
-        if info.index is not None and not info.index.fields["positions"].all():
-            frame = int(np.flatnonzero(~info.index.fields["positions"])[0])
-            raise mark_collective(InputError(
-                f"{info.path}: frame {frame} holds no positions; the frames engine numbers frames as "
-                "MDAnalysis does, every frame of the file: use --engine blocks (frames holding positions)"))
         relative = os.path.dirname(info.manifest.path) if info.manifest is not None else None
         return MDAnalysisFrames(info.pieces(), topology, atom_indices, comm, info.n_atoms,
                                 h5md_group=info.h5md_group, relative_to=relative)

@@ -298,30 +298,49 @@ def test_group_option_on_h5md_parts_is_read_by_both_engines(tmp_path, adk, engin
         bench_rmsd(str(outdir), adk[0], engine=engine, group="nope")
 
 
-def test_trr_frames_without_positions(tmp_path, adk):
-    """A TRR with frames of velocities only (nstvout != nstxout): the blocks engine analyses
-    the frames holding positions, numbered 0, 1, ...; the frames engine, numbering frames as
-    MDAnalysis does, refuses the file in one line."""
+@pytest.mark.parametrize("engine", ["blocks", "frames"])
+def test_trr_frames_without_positions_are_refused_in_one_line(tmp_path, adk, engine):
+    """A TRR with frames of velocities only (nstvout != nstxout): MDAnalysis numbers every
+    frame (its RMSD stops with NoDataError), so both engines refuse it, naming the frame (the
+    frames engine crashed with NoDataError before the port)."""
     from MDAnalysis.lib.formats.libmdaxdr import TRRFile
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         universe = mda.Universe(*adk)
-        positions = [ts.positions / 10.0 for ts in universe.trajectory[:12]]
+        positions = [ts.positions / 10.0 for ts in universe.trajectory[:4]]
     path = str(tmp_path / "own-steps.trr")
     box = np.diag([20.0, 20.0, 20.0]).astype(np.float32)
     with TRRFile(path, "w") as handle:
         for number, x in enumerate(positions):
             handle.write(x, None, None, box, 2 * number, 2.0 * number, 0.0, len(x))
             handle.write(None, np.ones_like(x), None, box, 2 * number + 1, 2.0 * number + 1, 0.0, len(x))
-    result = bench_rmsd(path, adk[0], block_frames=5)
-    expected = mdanalysis_rmsd(*adk, stop=12)
-    np.testing.assert_array_equal(result["rmsd"][:, 0], np.arange(12))
-    np.testing.assert_array_equal(result["rmsd"][:, 1], 2.0 * np.arange(12))
-    assert np.abs(result["rmsd"][:, 2] - expected[:, 2]).max() < 1e-4
-    assert bench_rmsd(path, adk[0], begin=4.0, end=8.0)["rmsd"][:, 0].tolist() == [2, 3, 4]
-    with pytest.raises(InputError, match="frame 1 holds no positions.*--engine blocks"):
-        bench_rmsd(path, adk[0], engine="frames")
+    with pytest.raises(InputError, match="own-steps.trr: frame 1 holds no positions"):
+        bench_rmsd(path, adk[0], engine=engine)
+    done = CliRunner().invoke(cli, ["bench", "rmsd", path, "-t", adk[0], "--engine", engine])
+    assert done.exit_code == 1 and done.output.count("error:") == 1 and "Traceback" not in done.output
+
+
+def test_h5md_velocities_at_their_own_steps(tmp_path, adk):
+    """An H5MD velocity element sampled at steps of its own adds frames without positions to
+    the scan; the frames are the rows of position, as MDAnalysis numbers them (its reader
+    itself stops at velocity row 10 on this valid file, so the oracle reads the DCD)."""
+    import h5py
+
+    path = str(tmp_path / "own-rate.h5md")
+    convert(adk[1], path, progress=False, stop=20)
+    with h5py.File(path, "r+") as handle:
+        group = handle["particles/trajectory"]
+        steps = group["position/step"][()]
+        velocity = group.create_group("velocity")
+        velocity["value"] = np.ones((10, 3341, 3), np.float32)
+        velocity["value"].attrs["unit"] = "nm ps-1"
+        velocity["step"] = steps[:-1:2] + 1  # between the position frames
+        velocity["time"] = group["position/time"][:-1:2] + 0.5
+        velocity["time"].attrs["unit"] = "ps"
+    result = bench_rmsd(path, adk[0], block_frames=6)
+    close(result, mdanalysis_rmsd(*adk, stop=20))
+    assert result["report"]["n_frames"] == 20
 
 
 def test_group_option_needs_h5md(adk):
