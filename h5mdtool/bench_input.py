@@ -25,8 +25,8 @@ from .manifest import MANIFEST_NAME, is_manifest
 class InputInfo:
     """The input of one benchmark run, as rank 0 found it (picklable, broadcast).
 
-    Frames are numbered among those holding positions (:mod:`h5mdtool.frames`): every frame,
-    but in H5MD files whose velocities or forces have steps of their own.
+    Frames are numbered among those holding positions (:mod:`h5mdtool.frames`): all frames,
+    except in H5MD files whose velocities or forces have steps of their own.
 
     Attributes
     ----------

@@ -10,8 +10,8 @@ and ``describe()`` (format and layout), and
   reused buffer, valid until the next read) and their times in ps (float64);
 - ``close()``: collective for an H5MD file opened with MPI-IO, so every rank calls it.
 
-The frames of a trajectory are those holding positions (a TRR may hold frames of velocities
-only), numbered from 0; their times are the scanned ones, or MDAnalysis's 1 ps per frame
+The frames of a trajectory are those holding positions (an H5MD velocity or force element
+may have steps of its own), numbered from 0; their times are the scanned ones, or MDAnalysis's 1 ps per frame
 when the input records no time (:func:`position_times`).
 
 Sources:
