@@ -37,6 +37,7 @@ from .mpi import abort_unless_collective, cleanup_on_abort, entry_point, open_h5
 from .outputs import clone_file, publish, remove_quietly, temporary_name
 from .progress import progress_bar
 from .provenance import base_record
+from .sanity import unit_of
 from .testhooks import delay
 from .writer import ELEMENT_NAMES, PARTICLES, PROVENANCE, TrajectoryWriter, read_provenance
 
@@ -111,6 +112,7 @@ def _plan(comm, inputs, target, *, on_overlap, on_truncated, format, velocities,
             last_steps = [int(handle[step][-1]) for _, _, step, n_rows in groups if n_rows]
             last_step = max(last_steps) if last_steps else None
             has_time = f"{PARTICLES}/position/time" in handle
+            edges_unit = next((unit_of(handle[paths["edges"]]) for _, paths, _, _ in groups if "edges" in paths), None)
             leads = [_lead(handle, paths, step, n_rows, chunk) for _, paths, step, n_rows in groups]
     except (OSError, KeyError, ValueError, TypeError) as error:
         raise InputError(f"{target}: cannot be appended to ({error})") from None
@@ -149,6 +151,11 @@ def _plan(comm, inputs, target, *, on_overlap, on_truncated, format, velocities,
         if stored != dtypes[name]:
             raise InputError(f"{target} stores {name} as {dtypes[name]} but the new frames would be {stored} "
                              "(double precision, or another --precision): an append cannot change it")
+    box_encoding = layout.box_encoding(index.dtype)
+    if has_box and (dtypes["edges"], edges_unit) != (box_encoding.dtype, box_encoding.unit):
+        raise InputError(f"{target} stores its box as {dtypes['edges']} in {edges_unit} but h5mdtool now stores it "
+                         f"as {box_encoding.dtype} in {box_encoding.unit} next to these positions: convert it "
+                         "again to append to it")
     new_groups = index.element_groups(frames, wanted + (["box"] if has_box else []))
     if sorted(tuple(sorted(f)) for f, _ in new_groups) != sorted(tuple(sorted(f)) for f, _, _, _ in groups):
         raise InputError(f"the new frames sample their fields differently from {target} "

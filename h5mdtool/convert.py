@@ -196,6 +196,7 @@ def _write_group(writer, number, plan, reader, comm, bar, block_bytes, row_offse
     n_lead = 0 if lead is None else len(lead["step"])
     atom_fields = [name for name in fields if name != "box"]
     encodings = {name: plan.layout.encoding(name, plan.index.dtype) for name in atom_fields}
+    box_encoding = plan.layout.box_encoding(plan.index.dtype)
     chunk = writer.chunk_frames(number)
     slices = chunk_aligned_slices(n_lead + len(frames), chunk, comm.size)
     frame_bytes = plan.n_atoms * 3 * sum(np.dtype(e.dtype).itemsize for e in encodings.values())
@@ -212,7 +213,7 @@ def _write_group(writer, number, plan, reader, comm, bar, block_bytes, row_offse
             reader.read(frames[max(first, n_lead) - n_lead:last - n_lead], block, fields)
         arrays = {name: encodings[name].encode(block.view(name)) for name in atom_fields}
         if "box" in fields:
-            arrays["edges"] = block.edges[: block.n]
+            arrays["edges"] = box_encoding.encode(block.edges[: block.n])
         if first < min(last, n_lead):  # stored rows: already encoded
             rows = slice(first, min(last, n_lead))
             arrays = {name: np.concatenate([lead[name][rows], values]) for name, values in arrays.items()}

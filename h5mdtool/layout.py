@@ -121,6 +121,19 @@ class Encoding:
         return record
 
 
+@dataclass(frozen=True)
+class BoxEncoding:
+    """How box edges are stored: floats of *dtype* in *unit*, *scale* of them per nm."""
+
+    dtype: str
+    unit: str
+    scale: int = 1
+
+    def encode(self, edges):
+        """The stored form of *edges* (nm)."""
+        return edges if self.scale == 1 else np.asarray(edges, np.float64) * self.scale
+
+
 #: Integer units for lossy positions: (unit, h5mdtool units per unit), coarsest first; each
 #: is in MDAnalysis's H5MD unit table.
 GRID_UNITS = {"positions": (("pm", 1e-3), ("fm", 1e-6))}
@@ -317,6 +330,18 @@ class Layout:
         if precision is not None:
             return grid_encoding(field, precision)
         return Encoding(str(np.dtype(dtype)), FLOAT_UNITS[field])
+
+    def box_encoding(self, dtype="float32"):
+        """The :class:`BoxEncoding` of box edges next to positions stored as :meth:`encoding` says.
+
+        MDAnalysis's H5MDReader converts the box with the positions' unit, so when positions
+        are integers in pm or fm the edges are stored in that unit too, as float64: a float32
+        edge in nm times 1000 or 10**6 is exact there, so the edges are not rounded.
+        """
+        position = self.encoding("positions", dtype)
+        if position.lossy and not position.binary:
+            return BoxEncoding("float64", position.unit, round(1 / position.per_unit))
+        return BoxEncoding(str(np.dtype(dtype)), FLOAT_UNITS["positions"], 1)
 
     def plan_chunks(self, n_frames, n_atoms):
         """Resolve ``chunk_frames="auto"`` and the stripe alignment for *n_atoms* atoms.

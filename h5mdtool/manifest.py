@@ -12,7 +12,7 @@ Format (versions 1 and 2 are read)::
                  "start": int, "stop": int,  # frame numbers in the whole trajectory, stop exclusive
                  "n_frames": int, "bytes": int,
                  # optional (written by split from version 2 on; checked when present):
-                 "first_step": int, "last_step": int, "first_time": float, "last_time": float (ps)
+                 "first_step": int, "last_step": int, "first_time": float, "last_time": float (ps; null when the trajectory records no time)
                 }, ...],
       "created", "command", "h5mdtool_version", "n_ranks"
     }
@@ -232,7 +232,8 @@ def document_problems(document, directory="."):
             continue
         bad = [key for key in PART_COUNTS if not _is_count(entry[key])]
         bad += [key for key in STEP_KEYS if key in entry and not _is_step(entry[key])]
-        bad += [key for key in TIME_KEYS if key in entry and not _is_time(entry[key])]
+        # null: the trajectory records no time (split writes none rather than inventing one)
+        bad += [key for key in TIME_KEYS if entry.get(key) is not None and not _is_time(entry[key])]
         for key in bad:
             kind = "an integer" if key in STEP_KEYS else "a finite number" if key in TIME_KEYS else "a whole number >= 0"
             add("MAN012", where, f"{key} must be {kind}, got {entry[key]!r}")

@@ -226,7 +226,11 @@ class Box:
 
 
 def check_box_series(report, box, total_rows):
-    """DATA002 (non-finite edges) and DATA005 (zero volume) over the box's own frames."""
+    """DATA002 (non-finite edges) and DATA005 (zero volume) over the box's own frames.
+
+    A frame whose edges are all 0 has no box (how XTC, TRR and h5mdtool store a frame without
+    one; MDAnalysis reads it as no box) and is not flagged.
+    """
     element = box.edges
     path = f"{element.path}/value" if element.time_dependent else element.path
     value = element.value
@@ -247,6 +251,8 @@ def check_box_series(report, box, total_rows):
             with np.errstate(all="ignore"):
                 volume = np.abs(np.linalg.det(np.where(finite[:, None, None], matrices, 1.0)))
             zero |= volume <= FLAT_BOX * np.prod(lengths, axis=1)
+        # all edges 0: the frame has no box (the XTC/TRR convention, MDAnalysis reads it as None)
+        zero &= (matrices != 0).reshape(len(matrices), -1).any(axis=1)
         flat.add(first + np.flatnonzero(zero & finite))
         heartbeat()
     label = "frames" if element.time_dependent else "the fixed box"

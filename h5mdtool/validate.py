@@ -798,11 +798,30 @@ class MDAnalysisProfile:
             unit = self.unit_of(value, value_path)
             if unit not in table[kind]:
                 self.add("MDA005", value_path, f"{kind} unit {unit!r} is not one MDAnalysis knows ({', '.join(sorted(table[kind]))})")
+        if "position" in present and box is not None:
+            self.check_box_unit(box, path)
         if "position" not in present and box is not None:
             edges = a.child(box, "edges", f"{path}/box/edges")
             value = a.child(edges, "value", f"{path}/box/edges/value") if edges is not None and is_group(edges) else None
             if value is not None and self.unit_of(value, f"{path}/box/edges/value") not in table["length"]:
                 self.add("MDA005", f"{path}/box/edges/value", "without positions MDAnalysis takes the length unit from the box, which has none it knows")
+
+    def check_box_unit(self, box, path):
+        """MDA013: MDAnalysis converts the box with the positions' unit, not the box's own."""
+        a = self.access
+        edges = a.child(box, "edges", f"{path}/box/edges") if "edges" in a.names(box, f"{path}/box") else None
+        if edges is None:
+            return
+        value = a.child(edges, "value", f"{path}/box/edges/value") if is_group(edges) else edges
+        position = a.child(a.child(box.parent, "position", f"{path}/position"), "value", f"{path}/position/value")
+        if value is None or position is None:
+            return
+        box_unit = self.unit_of(value, value.name)
+        position_unit = self.unit_of(position, position.name)
+        factors = sanity.NM_PER_UNIT.get(box_unit), sanity.NM_PER_UNIT.get(position_unit)
+        if None not in factors and factors[0] != factors[1]:
+            self.add("MDA013", value.name, f"box edges are in {box_unit} but positions in {position_unit}: MDAnalysis "
+                     f"reads the box {factors[1] / factors[0]:g} times its size")
 
     def check_edges(self, box, path, n_frames):
         a = self.access

@@ -164,8 +164,10 @@ class TrajectoryWriter:
                 else:
                     link_step_time(group[element], group[owner])
             if "box" in fields:
-                edges = box.create_dataset("edges/value", dtype=np.float32, **series_options((n_frames, 3, 3)), **small)
-                set_unit(edges, UNITS["box"])
+                box_encoding = layout.box_encoding(dtype)
+                edges = box.create_dataset("edges/value", dtype=box_encoding.dtype, **series_options((n_frames, 3, 3)),
+                                           **small)
+                set_unit(edges, box_encoding.unit)
                 datasets["edges"] = edges
                 link_step_time(box["edges"], group[owner])
             self.datasets.append((fields, datasets))

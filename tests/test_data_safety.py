@@ -132,6 +132,30 @@ def test_defect2_precision_on_the_solvated_box_keeps_the_bound(tmp_path, solvate
         assert np.abs(positions_nm(output) - reference).max() <= q / 2 + 1e-6
 
 
+@pytest.mark.parametrize("precision", [None, 0.01, 0.001, 1e-6, "xtc"])
+def test_box_stored_in_the_positions_unit(tmp_path, solvated, precision):
+    """MDAnalysis converts the box with the positions' unit: with positions in pm or fm the
+    edges are stored in that unit too, and not rounded (regression: read 1000x too small)."""
+    from MDAnalysis.lib.formats.libmdaxdr import XTCFile
+
+    with XTCFile(solvated["XTC"]) as handle:
+        source_boxes = np.array([frame.box for frame in handle], np.float32)
+    output = str(tmp_path / "out.h5md")
+    convert(solvated["XTC"], output, precision=precision, progress=False)
+    with h5py.File(output, "r") as f:
+        positions_unit = f[f"{TRAJ}/position/value"].attrs["unit"]
+        edges = f[f"{TRAJ}/box/edges/value"]
+        assert edges.attrs["unit"] == positions_unit
+        per_nm = {"nm": 1, "pm": 1000, "fm": 10**6}[edges.attrs["unit"]]
+        np.testing.assert_array_equal((edges[()] / per_nm).astype(np.float32), source_boxes)
+    source = mda.Universe(solvated["topology"], solvated["XTC"])
+    copy = mda.Universe(output)
+    for ts_source, ts_copy in zip(source.trajectory, copy.trajectory):
+        np.testing.assert_allclose(ts_copy.dimensions, ts_source.dimensions, rtol=1e-6)
+    done = run_h5mdtool(["validate", output, "--against", solvated["XTC"]])
+    assert done.returncode == 0 and "10 frames equal to the source (positions, box," in done.stdout, done.stdout
+
+
 @pytest.mark.parametrize("value", ["inf", "nan", "0", "1e-9"])
 def test_defect2_precision_out_of_range_is_a_usage_error(tmp_path, adk, value):
     done = run_h5mdtool(["convert", adk[1], "-o", str(tmp_path / "o.h5md"), "--precision", value])
@@ -292,6 +316,35 @@ def test_defect6_box_kept_when_the_first_frame_has_none(tmp_path, adk_frames, st
         assert dims[0] is None or not np.any(dims[0][:3])  # the frame without a box stays without
         assert any("zero edges" in note for note in summary["notes"])
     np.testing.assert_allclose(dims[-1][:3], [80.0, 90.0, 100.0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("source_kind", ["trr", "h5md-series", "h5md-fixed"])
+def test_boxes_of_zeros_are_no_box(tmp_path, source_kind):
+    """GROMACS writes a box of zeros for a frame without one; MDAnalysis reads None: so do we.
+
+    Regression (differential harness): such a source gave an output with a periodic box of
+    zeros that validate rejected (DATA005), or validate --against an exact copy without a
+    box reported that the source had one (AGAINST003).
+    """
+    rng = np.random.default_rng(11)
+    positions = rng.uniform(0, 3, (3, 5, 3)).astype(np.float32)
+    source = str(tmp_path / f"in.{source_kind[:4]}")
+    if source_kind == "trr":
+        write_trr(source, [{"x": positions[i], "box": np.zeros((3, 3), np.float32), "step": i, "time": float(i)}
+                           for i in range(3)])
+    else:
+        box = ("fixed", np.zeros(3)) if source_kind == "h5md-fixed" else ("series", np.zeros((3, 3, 3)))
+        _h5md(source, positions * 10, box=box)
+    assert not scan([source]).has("box")
+    output = str(tmp_path / "out.h5md")
+    summary = convert(source, output, progress=False)
+    assert summary["boundary"] == ["none"] * 3
+    with h5py.File(output, "r") as f:
+        assert "edges" not in f[f"{TRAJ}/box"]
+        assert [b.decode() if isinstance(b, bytes) else b for b in f[f"{TRAJ}/box"].attrs["boundary"]] == ["none"] * 3
+    assert all(ts.dimensions is None for ts in mda.Universe(output).trajectory)
+    result = run_h5mdtool(["validate", output, "--against", source])
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 # -- defect 5: velocities and forces never dropped without a word ---------------------------

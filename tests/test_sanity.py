@@ -191,6 +191,11 @@ def test_zero_volume_box(tmp_path, good):
 
     assert found(changed(tmp_path, good, open_z, "open.h5md"), "DATA005") == []
 
+    def no_box(f):  # all edges 0: the XTC/TRR way of saying "this frame has no box"
+        f[EDGES][2] = 0.0
+
+    assert found(changed(tmp_path, good, no_box, "nobox.h5md"), "DATA005") == []
+
 
 def test_fixed_and_vector_boxes(tmp_path, open_box):
     def fixed_box(f):

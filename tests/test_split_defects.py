@@ -655,3 +655,29 @@ def test_remove_quietly_claims_once_and_sweeps_what_a_killed_remover_left(tmp_pa
     assert os.listdir(tmp_path) == []
     (tmp_path / "file").write_text("x")
     assert remove_quietly(str(tmp_path / "file")) is True and os.listdir(tmp_path) == []
+
+
+def test_h5md_parts_of_a_source_without_time_record_no_time(tmp_path):
+    """Regression (differential harness): split wrote first_time null for a source without
+    time, which validate then refused as a malformed manifest (MAN012)."""
+    import h5py
+
+    from h5mdtool import validate
+
+    positions = np.random.default_rng(8).uniform(0, 3, (6, 4, 3)).astype(np.float32)
+    source = str(tmp_path / "notime.h5md")
+    with h5py.File(source, "w") as f:
+        f.create_group("h5md").attrs["version"] = np.array([1, 1])
+        group = f.create_group("particles/trajectory")
+        group.create_group("box").attrs["dimension"] = 3
+        group["box"].attrs["boundary"] = np.array([b"none"] * 3)
+        group["position/value"] = positions
+        group["position/value"].attrs["unit"] = "nm"
+        group["position/step"] = np.arange(6) * 5
+    outdir = str(tmp_path / "parts")
+    split(source, outdir, 2, format="h5md", progress=False)
+    document = written(outdir)
+    assert [(p["first_time"], p["last_time"]) for p in document["parts"]] == [(None, None)] * 2
+    assert [(p["first_step"], p["last_step"]) for p in document["parts"]] == [(0, 10), (15, 25)]
+    report = validate([os.path.join(outdir, "manifest.json")], against=[source], profile="h5md", progress=False)
+    assert report.exit_code == 0, [(f.rule, f.message) for r in report.files for f in r.findings]

@@ -160,7 +160,7 @@ class FrameBlock:
 
     Attributes ``positions``, ``velocities``, ``forces`` are ``(capacity, n_atoms, 3)``
     arrays of *dtype* for the fields read (None otherwise), ``edges`` ``(capacity, 3, 3)``
-    box vectors as rows in nm (zeros where a frame has no box), ``step`` int64 and ``time``
+    box vectors as rows in nm (of *dtype* too) (zeros where a frame has no box), ``step`` int64 and ``time``
     float64 ps. Only the first ``n`` rows are valid after a read.
     """
 
@@ -172,7 +172,7 @@ class FrameBlock:
         shape = (self.capacity, self.n_atoms, 3)
         for name in ATOM_FIELDS:
             setattr(self, name, np.empty(shape, self.dtype) if name in self.fields else None)
-        self.edges = np.zeros((self.capacity, 3, 3), np.float32)
+        self.edges = np.zeros((self.capacity, 3, 3), self.dtype)
         self.step = np.zeros(self.capacity, np.int64)
         self.time = np.zeros(self.capacity, np.float64)
         self.n = 0

@@ -202,6 +202,18 @@ def _box(path, group, position_factor):
                       "factor": _factor(value, "length", f"{where}/edges/value", position_factor)}
 
 
+def _set_box_rows(group, box, block=1 << 16):
+    """Rows of a box series whose edges are not all 0 (read in blocks), or None for a fixed box."""
+    if box is None or box["kind"] != "series":
+        return None
+    value = group.file[box["path"]]
+    rows = np.zeros(value.shape[0], bool)
+    for first in range(0, len(rows), block):
+        data = np.asarray(value[first:first + block])
+        rows[first:first + len(data)] = data.reshape(len(data), -1).any(axis=1)
+    return rows
+
+
 def _edges_matrix(values, where):
     """(k, 3) edge lengths or (k, 3, 3) edge vectors as (k, 3, 3) matrices."""
     if values.ndim == 2 and values.shape[1] == 3:
@@ -242,6 +254,7 @@ class H5MDFormat(Format):
                 if "position" not in found:
                     raise InputError(f"{path}: particle group {name!r} has no position element")
                 boundary, box = _box(path, particles, found["position"]["factor"])
+                set_rows = _set_box_rows(particles, box)
                 others = [other for other in handle["particles"] if other != name]
         except InputError as error:
             if group is None and len(_group_names(path)) > 1:
@@ -264,12 +277,13 @@ class H5MDFormat(Format):
                                                             "compression_opts")}
             elements[field]["rows"] = rows
         time = _times(path, found, steps)
-        if box is not None:
+        if box is not None:  # edges all 0 are no box, as in XTC and TRR (MDAnalysis reads None)
             if box["kind"] == "fixed":
-                fields["box"] = fields["positions"].copy()
+                fields["box"] = fields["positions"] & bool(box["value"].any())
             else:
                 box["rows"] = _rows(box.pop("steps"), steps)
-                fields["box"] = np.ones(len(steps), bool) if box["rows"] is None else box["rows"] >= 0
+                rows = np.arange(len(steps)) if box["rows"] is None else box["rows"]
+                fields["box"] = (rows >= 0) & set_rows[np.maximum(rows, 0)]
         return Segment(
             path=path, format=cls.name, n_atoms=int(n_atoms), n_frames=len(steps), size=stat.st_size,
             mtime=stat.st_mtime, step=steps, time=time, fields=fields,

@@ -106,7 +106,8 @@ class TrajectoryIndex:
         list of (tuple of str, numpy.ndarray)
             Each group's fields and its frames (trajectory frame numbers); positions (with the
             box, when asked) first, then fields sampled at other frames. Fields sampled at
-            the same frames share a group, so they share step and time in the file.
+            the same frames share a group, so they share step and time in the file. Fields
+            none of *frames* holds are left out.
         """
         frames = np.asarray(frames, np.int64)
         groups = []
@@ -114,6 +115,8 @@ class TrajectoryIndex:
             if name == "box":
                 continue
             present = self.fields[name][frames]
+            if name != "positions" and not present.any():
+                continue  # not held in these frames (a split part of a trajectory that has it elsewhere)
             for group_fields, group_present in groups:
                 if np.array_equal(group_present, present):
                     group_fields.append(name)
@@ -136,14 +139,14 @@ def _boundary(segments, box):
     """Per-dimension boundary of the whole trajectory.
 
     H5MD segments state theirs; XTC, TRR and DCD segments are periodic when they hold a box.
+    A segment without a box in any frame (or only boxes of zeros) is open.
     A dimension is periodic when it is periodic in any segment.
     """
     boundary = ["none"] * 3
     for segment in segments:
-        own = segment.boundary
-        if own is None:
-            present = segment.fields.get("box")
-            own = ["periodic"] * 3 if present is not None and present[segment.skip:].any() else ["none"] * 3
+        present = segment.fields.get("box")
+        has_box = present is not None and present[segment.skip:].any()
+        own = segment.boundary if segment.boundary is not None and has_box else ["periodic" if has_box else "none"] * 3
         boundary = ["periodic" if "periodic" in pair else "none" for pair in zip(boundary, own)]
     return boundary
 

@@ -98,7 +98,7 @@ class TRRFormat(Format):
                 fd = handle.fileno()
                 while position < size:
                     frame = len(records)
-                    head = os.pread(fd, FIXED + 16, position)
+                    head = os.pread(fd, FIXED + 16 + 9 * 8, position)  # the header and the box
                     if frame == 0 and len(head) >= 4 and struct.unpack_from(">i", head)[0] != MAGIC:
                         raise InputError(f"{path}: not a TRR file (magic number {struct.unpack_from('>i', head)[0]}, "
                                          f"expected {MAGIC})")
@@ -113,6 +113,9 @@ class TRRFormat(Format):
                     if position + length > size:
                         dropped = truncated(path, frame, position, size - position, length, on_truncated)
                         break
+                    # a box of zeros is GROMACS's "no box" (MDAnalysis reads None)
+                    record["box_set"] = bool(record["box"]) and np.frombuffer(
+                        head, ">f4" if record["real"] == 4 else ">f8", 9, record["header"]).any()
                     offsets.append(position)
                     records.append(record)
                     position += length
@@ -127,8 +130,9 @@ class TRRFormat(Format):
         real = reals.pop()
         fields = {
             name: np.array([record[section] > 0 for record in records])
-            for name, section in (("positions", "x"), ("velocities", "v"), ("forces", "f"), ("box", "box"))
+            for name, section in (("positions", "x"), ("velocities", "v"), ("forces", "f"))
         }
+        fields["box"] = np.array([record["box_set"] for record in records])
         fields = {name: present for name, present in fields.items() if present.any()}
         if not any(name in fields for name in FIELD_SECTION):
             raise InputError(f"{path}: no frame holds positions, velocities or forces")

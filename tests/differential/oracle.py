@@ -206,7 +206,7 @@ def _h5md_box(spec, frames):
         return
     to_nm = 1.0 / LENGTH_PER_NM[spec.length_unit]
     frames.edges = np.asarray(spec.box, np.float32).astype(np.float64) * to_nm
-    frames.box_mask = np.ones(spec.n_frames, bool)
+    frames.box_mask = np.any(frames.edges != 0, axis=(1, 2))  # a box of zeros is none, as MDAnalysis reads it
     frames.box_exact = to_nm == 1.0
     frames.notes.append(f"h5md box from the writer's truth ({spec.box_store}, boundary {list(spec.boundary)})")
 
