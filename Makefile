@@ -22,7 +22,7 @@ DIFF_KNOWN ?= skip
 
 help:
 	@echo "make install   system packages (root, Debian), .venv, parallel h5py, h5mdtool"
-	@echo "make demo      install, then convert the AdK trajectories with mpirun -n 2"
+	@echo "make demo      install, then convert the AdK trajectories with mpirun -n 2 and benchmark RMSD on them"
 	@echo "make test      install, then pytest serially and under mpirun -n 2 and -n 3, then the"
 	@echo "               differential harness (DIFF_EXAMPLES=$(DIFF_EXAMPLES) cases at 1, 2 and 3 ranks)"
 	@echo "make fuzz      the differential harness's long profile (FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) cases)"
@@ -51,7 +51,10 @@ demo: install
 	$(H5MDTOOL) info $(DEMO_DIR)/adk_solvated.h5md; \
 	echo; echo "== reading both back with MDAnalysis (serial and MPI-IO) against the sources"; \
 	$(PY) examples/check_roundtrip.py $(DEMO_DIR); \
-	$(MPIRUN) -n 2 $(PY) examples/check_roundtrip.py $(DEMO_DIR)
+	$(MPIRUN) -n 2 $(PY) examples/check_roundtrip.py $(DEMO_DIR); \
+	echo; echo "== the papers' RMSD benchmark on the converted file, 2 ranks: per-rank phases, stragglers, advice"; \
+	$(MPIRUN) -n 2 $(H5MDTOOL) bench rmsd $(DEMO_DIR)/adk.h5md -t $$PSF --block-frames 16 \
+		--out $(DEMO_DIR)/rmsd-2.json --rmsd-out $(DEMO_DIR)/rmsd.xvg --force
 
 test: install test-serial test-mpi test-differential
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Split a long XTC into one part per rank of a later analysis job (subfiling), on Lustre.
+# Split a long XTC into parts for analysis jobs (subfiling), on Lustre, then analyse them.
 #SBATCH --job-name=h5mdtool-split
 #SBATCH --nodes=1
 #SBATCH --ntasks=4
@@ -10,13 +10,19 @@ module load openmpi hdf5/parallel          # your site's modules (docs/installat
 source ~/venvs/h5mdtool/bin/activate
 
 PARTS=$SCRATCH/md-parts
-# 96 parts serve analysis jobs on 96, 48, 32, 24... ranks (each reads whole parts).
+# 96 parts serve analysis jobs on 96, 48, 32, 24, ... ranks: when the rank count divides the
+# part count, each rank reads whole parts and opens only its own.
 srun h5mdtool split md.part0001.xtc md.part0002.xtc --nparts 96 -o "$PARTS" --force --no-progress
 
-# An analysis rank r of R then reads the parts listed in $PARTS/manifest.json for its
-# balanced share, e.g. in Python:
+# An analysis on this job's 4 ranks: each reads 24 whole parts (the report's partition line
+# says so; with a rank count that does not divide 96 it says how many parts ranks shared).
+srun --ntasks=4 h5mdtool bench rmsd "$PARTS" --topology md.tpr --force --out rmsd-split-4.json
+
+# From Python, rank r of R reads the same parts:
 #   from h5mdtool.manifest import read_manifest
-#   from h5mdtool.mpi import balanced_slices
+#   from h5mdtool.partition import partition_frames
+#   import numpy as np
 #   m = read_manifest("$PARTS")
-#   first, last = balanced_slices(len(m.parts), R)[r]
-#   my_files = [p.path for p in m.parts[first:last]]
+#   edges = [p.start for p in m.parts] + [m.n_frames]
+#   first, last = partition_frames(np.arange(m.n_frames), R, part_edges=edges).bounds[r]
+#   my_files = [p.path for p in m.parts_for(first, last)]

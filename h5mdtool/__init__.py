@@ -11,7 +11,8 @@ from .errors import H5mdToolError  # noqa: E402
 from .convert import convert  # noqa: E402
 from .append import append  # noqa: E402
 from .split import split  # noqa: E402
-from .bench import bench_report, bench_rmsd  # noqa: E402
+from .bench import bench_rmsd  # noqa: E402
+from .bench_report import bench_report  # noqa: E402
 from .info import info  # noqa: E402
 from .validate import validate, validate_file, validate_manifest  # noqa: E402
 from .compare import compare_with_source  # noqa: E402

@@ -1,36 +1,44 @@
 """``h5mdtool bench rmsd``: the papers' parallel RMSD benchmark, timed per rank.
 
-Split-apply-combine as in paper 000 (sections 3 and 5) and paper 004: rank 0 loads the
-topology and broadcasts the selected atoms, every rank opens the trajectory, computes the
-C-alpha RMSD of a balanced contiguous block of frames to a reference frame after optimal
-superposition, waits at a barrier (the straggler signal), and the results are gathered on
-rank 0 with ``Gatherv`` (balanced blocks, no padding). With the default engine, blocks of
-frames are read at once (:mod:`h5mdtool.frames`) and superposed with the batched kernel of
-:mod:`h5mdtool.rmsd`; memory is bounded by ``block_frames``. ``bench report`` combines
-reports made at several rank counts (:func:`bench_report`).
+Split-apply-combine as in paper 000 (sections 3 and 5) and paper 004. Each run:
 
-Inputs: an H5MD file (MPI-IO with several ranks), an XTC/TRR/DCD file (rank 0 computes the
-offsets and broadcasts them; nothing is written beside the input), or a split
-``manifest.json`` (each rank opens only the parts holding its frames).
+1. rank 0 inspects the input (format, frame count, XTC/TRR offsets, parts) and broadcasts
+   it (:mod:`h5mdtool.bench_input`);
+2. rank 0 resolves the analysis (topology, selections, weights, reference, frames) and
+   broadcasts it (:mod:`h5mdtool.bench_setup`);
+3. the frames are divided following the input's layout (:mod:`h5mdtool.partition`); every
+   rank opens the trajectory and computes the RMSDs of its frames
+   (:mod:`h5mdtool.bench_engines`);
+4. a barrier (the straggler signal), then ``Gatherv`` of the results to rank 0.
+
+Every second of each rank's run is charged to one phase (:mod:`h5mdtool.timing`), so the
+per-rank table adds up and stragglers are judged on the work each rank did before waiting.
+``bench report`` (:mod:`h5mdtool.bench_report`) combines reports of several runs.
 """
 
-import json
+import datetime
 import os
 import socket
-import statistics
-import time
 
 import numpy as np
 
-from .errors import InputError, UsageError, mark_collective
-from .frames import atom_count_error, open_frames, open_mdanalysis
-from .mpi import abort_unless_collective, balanced_slices, entry_point, root_call
-from .rmsd import rmsd_to_reference
+from .bench_engines import BlocksEngine, FramesEngine
+from .bench_input import inspect_input, open_source
+from .bench_setup import AnalysisOptions, plan_analysis
+from .errors import UsageError, mark_collective
+from .mpi import abort_unless_collective, entry_point, root_call
+from .partition import partition_frames
+from .timing import PhaseClock, find_stragglers
 
 #: Compute-to-I/O ratio from which paper 000's Heuristic 1 applies (its text lost the symbol
 #: of the threshold, "much larger than 1"; its compute-bound workloads had ratios of 11, 19
 #: and 27, the plain RMSD task about 0.3).
 COMPUTE_BOUND_RATIO = 10.0
+
+#: Version of the report's layout; ``bench report`` reads this one.
+REPORT_VERSION = 2
+
+ENGINES = {"blocks": BlocksEngine, "frames": FramesEngine}
 
 
 def gather_rows(comm, rows, counts):
@@ -48,25 +56,6 @@ def gather_rows(comm, rows, counts):
     return result
 
 
-def stragglers(totals):
-    """Ranks slower than 1.5x the median total (paper 000) and over 2x the fastest."""
-    totals = list(totals)
-    median = statistics.median(totals)
-    fastest = min(totals)
-    return {
-        "median_total": median,
-        "over_1.5x_median": [r for r, t in enumerate(totals) if t > 1.5 * median],
-        "over_2x_fastest": [r for r, t in enumerate(totals) if t > 2 * fastest],
-    }
-
-
-def input_kind(description):
-    """``"H5MD"``, ``"split"`` or ``"shared"`` (one XTC/TRR/DCD file) from a source's description."""
-    if description.get("layout") == "split":
-        return "split"
-    return "H5MD" if description.get("format") == "H5MD" else "shared"
-
-
 def advice(ratio, kind=None):
     """Paper 000's guidance (section 8) for a compute-to-I/O ratio, for this kind of input.
 
@@ -75,7 +64,8 @@ def advice(ratio, kind=None):
     ratio : float or None
         Sum of compute time over sum of I/O time.
     kind : {"H5MD", "split", "shared", None}
-        What was read (see :func:`input_kind`); None gives the general advice.
+        What was read (:attr:`h5mdtool.bench_input.InputInfo.kind`); None gives the
+        general advice.
     """
     if ratio is None:
         return "no I/O time measured"
@@ -107,98 +97,73 @@ def advice(ratio, kind=None):
     )
 
 
-def block_edges(start, stop, block_frames, chunk_frames=1):
-    """Blocks ``[(a, b), ...]`` tiling frames ``[start, stop)``.
-
-    With chunks of several frames, blocks are whole multiples of the chunk (at least one
-    chunk, even when that is more than *block_frames*) and end on chunk boundaries, so no
-    chunk is read, or decompressed, twice.
-    """
-    if chunk_frames > 1:
-        step = max(1, block_frames // chunk_frames) * chunk_frames
-        edges = list(range((start // step + 1) * step, stop, step))
-        bounds = [start, *edges, stop]
+def _files_opened(info, source, local, plan, rank, engine):
+    """The files this rank opened (paths relative to a manifest's directory)."""
+    if info.kind == "shared" and engine == "blocks":  # segments open lazily; the source lists all
+        opened = [p.path for p in info.pieces() if np.any((local >= p.start) & (local < p.stop))]
     else:
-        bounds = [*range(start, stop, block_frames), stop]
-    return [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+        opened = list(source.opened)
+    if rank == 0:  # the reference (or selection) frame rank 0 read with MDAnalysis
+        frame = 0 if plan.description["reference"]["kind"] == "file" else plan.description["reference"]["frame"]
+        piece = next(p for p in info.pieces() if p.start <= frame < p.stop)
+        path = piece.path if info.manifest is None else os.path.relpath(piece.path, os.path.dirname(info.manifest.path))
+        if path not in opened:
+            opened.append(path)
+    return opened
 
 
-def _select(topology, selection):
-    from .convert import load_topology, pick_atoms
+def _run_once(paths, topology, options, group, block_frames, compute_load, engine, comm):
+    """One timed run on every rank: (RMSD rows on rank 0, this rank's record, info, plan, partition)."""
+    from .formats import load_decoders
 
-    universe = load_topology(topology)
-    return len(universe.atoms), pick_atoms(universe, selection, topology)
-
-
-def _run_once(path, topology, selection, ref_frame, block_frames, comm, engine="blocks"):
-    """One timed run on every rank.
-
-    Returns (rmsd rows on rank 0, this rank's record, the closed source, selected atoms).
-    """
-    started = time.perf_counter()
-    n_top_atoms, atom_indices = root_call(comm, _select, topology, selection)
-    t_init_top = time.perf_counter() - started
-    mark = time.perf_counter()
-    if engine == "frames":
-        frames = open_mdanalysis(path, topology, selection, comm, n_top_atoms)
+    clock = PhaseClock()
+    if comm.rank == 0:
+        import MDAnalysis  # noqa: F401 - its import (0.4 s, the first run only) belongs to the topology
+        clock.charge("t_init_top")
     else:
-        frames = open_frames(path, atom_indices, block_frames, comm)
-    t_init_traj = time.perf_counter() - mark
+        load_decoders(paths)  # while rank 0 scans: their first read need not import them
+    info = root_call(comm, inspect_input, paths, group)
+    clock.charge("t_init_traj")
+    plan, root_phases = root_call(comm, plan_analysis, info, topology, options)
+    if comm.rank == 0:
+        clock.split(root_phases, rest="t_comm")
+    else:  # waiting for rank 0's topology, selections and reference frame
+        clock.charge("t_init_top")
+    chunk_frames = info.chunk_frames if engine == "blocks" else 1
+    partition = partition_frames(plan.frames, comm.size, chunk_frames, info.part_edges())
+    first, last = partition.bounds[comm.rank]
+    local = plan.frames[first:last]
+    block = max(1, min(block_frames, len(local)))  # never a buffer larger than the rank's frames
+    source = open_source(info, plan.read_indices, block, comm, engine, topology)
+    results = np.empty((len(local), 3 + len(plan.group_columns)), np.float64)
+    results[:, 0] = local
     try:
-        if frames.n_atoms != n_top_atoms:
-            raise mark_collective(atom_count_error(topology, n_top_atoms, path, frames.n_atoms))
-        if not -frames.n_frames <= ref_frame < frames.n_frames:
-            raise mark_collective(UsageError(f"--ref-frame {ref_frame} is outside the {frames.n_frames} frames"))
-        ref = ref_frame % frames.n_frames
-        reference = None
-        if comm.rank == 0:  # a copy: sources return views of buffers they reuse
-            reference = np.array(frames.read(ref, ref + 1)[0][0], dtype=np.float64)
-        reference = comm.bcast(reference, root=0)
-        slices = balanced_slices(frames.n_frames, comm.size)
-        start, stop = slices[comm.rank]
-        results = np.empty((stop - start, 3), np.float64)
-        results[:, 0] = np.arange(start, stop)
-        t_io = t_compute = 0.0
-        if engine == "frames":
-            from MDAnalysis.analysis.rms import rmsd as mda_rmsd
-
-            for number in range(start, stop):
-                mark = time.perf_counter()
-                positions, frame_time = frames.frame(number)
-                t_io += time.perf_counter() - mark
-                mark = time.perf_counter()
-                results[number - start, 1:] = frame_time, mda_rmsd(positions, reference, center=True, superposition=True)
-                t_compute += time.perf_counter() - mark
-        else:
-            for first, last in block_edges(start, stop, block_frames, frames.chunk_frames):
-                mark = time.perf_counter()
-                positions, times = frames.read(first, last)
-                t_io += time.perf_counter() - mark
-                mark = time.perf_counter()
-                rows = slice(first - start, last - start)
-                results[rows, 1] = times
-                results[rows, 2] = rmsd_to_reference(positions, reference)
-                t_compute += time.perf_counter() - mark
-            results[:, 2] *= frames.scale
-        mark = time.perf_counter()
+        if hasattr(source, "open_for"):  # parts, and the frames engine's files: opening is not reading
+            source.open_for(local)
+        clock.charge("t_init_traj")
+        ENGINES[engine](source, plan, compute_load).run(local, results, clock, comm.rank, block)
         comm.Barrier()
-        t_wait = time.perf_counter() - mark
+        clock.charge("t_wait")
     except BaseException as error:
         # closing an MPI-IO file is collective: a rank that failed alone must not try it
         abort_unless_collective(comm, error)
-        frames.close()
+        source.close()
         raise
-    frames.close()
-    mark = time.perf_counter()
-    gathered = gather_rows(comm, results, [b - a for a, b in slices])
-    t_comm = time.perf_counter() - mark
-    record = {
-        "rank": comm.rank, "host": socket.gethostname(), "start": start, "stop": stop,
-        "n_frames": stop - start, "t_init_top": t_init_top, "t_init_traj": t_init_traj,
-        "t_io": t_io, "t_compute": t_compute, "t_wait": t_wait, "t_comm": t_comm,
-        "t_total": time.perf_counter() - started, "opened": frames.opened,
-    }
-    return gathered, record, frames, len(atom_indices)
+    gathered = gather_rows(comm, results, partition.counts())
+    source.close()
+    clock.charge("t_comm")
+    record = {"rank": comm.rank, "host": socket.gethostname(), "n_frames": len(local),
+              "first_frame": int(local[0]) if len(local) else None,
+              "last_frame": int(local[-1]) if len(local) else None, **clock.record()}
+    span = (int(plan.read_indices[0]), int(plan.read_indices[-1]) + 1)
+    read = info.bytes_read(local, *span, whole_frames=engine == "frames")
+    if comm.rank == 0:
+        reference = plan.description["reference"]
+        read += info.bytes_read([0 if reference["kind"] == "file" else reference["frame"]], *span, whole_frames=True)
+    opened = _files_opened(info, source, local, plan, comm.rank, engine)
+    record.update(bytes_read=read, mb_per_s=read / 1e6 / record["t_io"] if record["t_io"] > 0 else None,
+                  files_opened=len(opened), opened=opened)
+    return gathered, record, info, plan, partition
 
 
 def summarise(records, kind=None):
@@ -207,161 +172,128 @@ def summarise(records, kind=None):
     Returns
     -------
     dict
-        ``t_total`` (the slowest rank), ``ranks``, ``stragglers``, ``ratio_compute_io`` (sum
-        of compute over sum of I/O, paper 000's Eq. 7, None without I/O time),
-        ``ratio_compute_comm`` (sum of compute over sum of communication, its Eq. 8) and
-        ``advice`` for that ratio and *kind* of input.
+        ``t_total`` (the slowest rank), ``ranks``, ``stragglers`` (judged on each rank's
+        work before waiting, :func:`h5mdtool.timing.find_stragglers`), ``ratio_compute_io``
+        (sum of compute over sum of I/O, paper 000's Eq. 7, None without I/O time),
+        ``ratio_compute_comm`` (its Eq. 8) and ``advice`` for that ratio and *kind* of input.
     """
-    totals = [r["t_total"] for r in records]
     io, compute = sum(r["t_io"] for r in records), sum(r["t_compute"] for r in records)
     comm_time = sum(r["t_comm"] for r in records)
     ratio = compute / io if io > 0 else None
     return {
-        "t_total": max(totals), "ranks": records, "stragglers": stragglers(totals),
+        "t_total": max(r["t_total"] for r in records), "ranks": records, "stragglers": find_stragglers(records),
         "ratio_compute_io": ratio, "ratio_compute_comm": compute / comm_time if comm_time > 0 else None,
         "advice": advice(ratio, kind),
     }
 
 
+def _provenance(records):
+    from .provenance import command_line, software_versions
+
+    return {"command": command_line(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "hosts": sorted({r["host"] for r in records}), "versions": software_versions()}
+
+
+def _topology_record(topology, n_atoms):
+    stat = os.stat(topology)
+    return {"path": os.path.abspath(topology), "size": stat.st_size, "mtime": stat.st_mtime, "n_atoms": n_atoms}
+
+
 @entry_point
-def bench_rmsd(path, topology, *, comm=None, select="name CA", ref_frame=0, block_frames=1024,
-               repeat=1, engine="blocks"):
-    """Run the parallel RMSD benchmark on *path* and return the report (rank 0; None elsewhere).
+def bench_rmsd(inputs, topology, *, comm=None, select="name CA", calc_select=(), index=None, weights=None,
+               reference=None, ref_frame=None, start=None, stop=None, step=None, begin=None, end=None, dt=None,
+               group=None, block_frames=1024, compute_load=1, repeat=1, engine="blocks"):
+    """Run the parallel RMSD benchmark and return the RMSDs and the report (rank 0; None elsewhere).
+
+    The RMSDs equal MDAnalysis's ``rms.RMSD(u, select=select, groupselections=calc_select,
+    weights=weights, reference=..., ref_frame=ref_frame).run(start, stop, step)``.
 
     Parameters
     ----------
-    path : str
-        H5MD, XTC, TRR or DCD file, or a split ``manifest.json``.
+    inputs : str or sequence of str
+        An H5MD file, a split manifest (or its directory), or XTC/TRR/DCD segments of one
+        trajectory, in order.
     topology : str
-        Topology read by MDAnalysis (its atom count must match the trajectory).
+        Topology read by MDAnalysis (its atom count must match the trajectory's).
     comm : mpi4py communicator, optional
     select : str
-        MDAnalysis selection of the atoms to superpose (default ``name CA``).
-    ref_frame : int
-        Reference frame (default 0; negative counts from the end).
+        The fit group: an MDAnalysis selection, or with *index* a group name or number.
+    calc_select : sequence of str
+        Further RMSD groups, measured after the fit without refitting (MDAnalysis's
+        ``groupselections``, the calc group of ``gmx rms``).
+    index : str, optional
+        GROMACS index file (``.ndx``) whose groups *select* and *calc_select* may name.
+    weights : {None, "mass"}
+        Mass-weighted fit and RMSD (``gmx rms``'s default, ``-mw``).
+    reference : str, optional
+        Structure file (PDB, GRO...) holding the reference; default: frame *ref_frame*.
+    ref_frame : int, optional
+        Reference frame of the trajectory (default 0; negative counts from the end).
+    start, stop, step : int, optional
+        Frames analysed, as MDAnalysis's ``run(start, stop, step)``.
+    begin, end, dt : float, optional
+        Frames analysed by time in ps, as ``gmx -b -e -dt`` (not with start/stop/step).
+    group : str, optional
+        H5MD particle group (default: the first listed, the one MDAnalysis reads).
     block_frames : int
-        Frames read and superposed at once per rank (memory bound); for H5MD files chunked
-        by several frames, rounded down to whole chunks (at least one).
+        Frames read and superposed at once per rank (memory bound; capped at the rank's
+        frames); for H5MD files chunked by several frames, whole chunks (at least one).
+    compute_load : int
+        Repeat each kernel call this many times (paper 000's 40x/70x/100x RMSD loads).
     repeat : int
         Number of runs; each gets its own per-rank records.
     engine : {"blocks", "frames"}
-        ``blocks``: blocks of frames and the batched kernel; ``frames``: MDAnalysis Universes
-        iterated frame by frame, each load timed as I/O and each ``rms.rmsd`` call as compute.
+        ``blocks``: blocks of frames and the batched kernel; ``frames``: MDAnalysis
+        Universes iterated frame by frame, as the papers did.
 
     Returns
     -------
     dict or None
-        On rank 0: ``rmsd`` (array (n_frames, 3): frame, time in ps, RMSD in Angstrom, as
-        MDAnalysis's ``rms.RMSD``) and ``report`` (JSON-ready: the best run's per-rank
-        records, ``t_total``, stragglers, compute/I-O ratio and advice at the top level, and
-        every repeat under ``runs``).
+        On rank 0: ``rmsd`` (array (n, 3 + groups): frame, time in ps, RMSD of the fit group
+        and of each RMSD group in Angstrom, as MDAnalysis's ``results.rmsd``), ``labels`` and
+        ``report`` (JSON-ready; see docs/benchmark.md).
 
     Raises
     ------
     UsageError
         Bad options.
     InputError
-        Missing or unreadable input, parts or topology; a selection matching nothing;
-        atom counts that differ. Every rank raises it together.
+        Missing or unreadable input, parts, topology, reference or index; selections that
+        match nothing or differ; atom counts that differ. Every rank raises it together.
     """
-    if block_frames < 1 or repeat < 1:
-        raise mark_collective(UsageError("--block-frames and --repeat must be at least 1"))
-    if engine not in ("blocks", "frames"):
+    if block_frames < 1 or repeat < 1 or compute_load < 1:
+        raise mark_collective(UsageError("--block-frames, --compute-load and --repeat must be at least 1"))
+    if engine not in ENGINES:
         raise mark_collective(UsageError(f"--engine must be blocks or frames, got {engine!r}"))
+    paths = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    options = AnalysisOptions(select=select, calc_select=tuple(calc_select), index=index, weights=weights,
+                              reference=reference, ref_frame=ref_frame, start=start, stop=stop, step=step,
+                              begin=begin, end=end, dt=dt)
     runs, rmsd = [], None
     for number in range(repeat):
-        rmsd, record, frames, n_selected = _run_once(path, topology, select, ref_frame, block_frames, comm, engine)
+        rmsd, record, info, plan, partition = _run_once(paths, topology, options, group, block_frames, compute_load,
+                                                        engine, comm)
         records = comm.gather(record, root=0)
         if comm.rank == 0:
-            description = frames.describe()
-            runs.append({"repeat": number, **summarise(records, input_kind(description))})
+            runs.append({"repeat": number, **summarise(records, info.kind)})
     if comm.rank != 0:
         return None
     best = min(runs, key=lambda run: run["t_total"])
+    description = plan.description
     report = {
-        "benchmark": "rmsd", "engine": engine, "n_ranks": comm.size, "n_frames": frames.n_frames,
-        "input": {"path": os.path.abspath(path), **description},
-        "topology": os.path.abspath(topology), "select": select, "n_selected": n_selected,
-        "ref_frame": ref_frame, "block_frames": block_frames, "best_repeat": best["repeat"],
-        **{key: best[key] for key in ("t_total", "ranks", "stragglers", "ratio_compute_io", "ratio_compute_comm", "advice")},
+        "benchmark": "rmsd", "report_version": REPORT_VERSION, "engine": engine, "n_ranks": comm.size,
+        "n_frames": info.n_frames, "n_analysed": len(plan.frames), "compute_load": compute_load,
+        "block_frames": block_frames,
+        "input": {"path": info.path, "paths": [f["path"] for f in info.files] if info.kind != "split" else [info.path],
+                  "kind": info.kind, "format": info.format, "n_atoms": info.n_atoms, "files": info.files,
+                  **info.layout},
+        "topology": _topology_record(topology, info.n_atoms),
+        "select": select, "n_selected": description["atoms"]["fit"]["n"], "labels": plan.labels,
+        "ref_frame": description["reference"].get("frame"), "analysis": description,
+        "partition": partition.describe(), "provenance": _provenance(records),
+        "best_repeat": best["repeat"],
+        **{key: best[key] for key in ("t_total", "ranks", "stragglers", "ratio_compute_io", "ratio_compute_comm",
+                                      "advice")},
         "runs": runs,
     }
-    return {"rmsd": rmsd, "report": report}
-
-
-def combine_reports(reports):
-    """Scaling table from ``bench rmsd`` reports of one input at several rank counts.
-
-    Each row: ``n_ranks``, ``t_total`` (the fastest run at that rank count, over repeats and
-    reports), the mean of every phase over ranks,
-    ``speedup`` = t(baseline) * N_baseline / t(N) with the smallest rank count as baseline
-    (the usual S(N) = t1/tN when a 1-rank run is included), and ``efficiency`` = S / N.
-
-    Raises
-    ------
-    UsageError
-        If no report is given, they are not ``bench rmsd`` reports, or they differ in input,
-        engine, selection, frame count or reference frame.
-    """
-    from .plots import PHASES
-
-    if not reports:
-        raise UsageError("give at least one report (RUN.json)")
-    inputs = {report.get("input", {}).get("path") for report in reports}
-    if any(report.get("benchmark") != "rmsd" for report in reports):
-        raise UsageError("only reports written by 'h5mdtool bench rmsd --out' can be combined")
-    if len(inputs) != 1:
-        raise UsageError(f"the reports measure different inputs: {', '.join(sorted(map(str, inputs)))}")
-    for key in ("engine", "select", "n_frames", "ref_frame"):
-        values = {str(report.get(key)) for report in reports}
-        if len(values) != 1:
-            raise UsageError(f"the reports differ in {key} ({', '.join(sorted(values))}); compare like with like")
-    by_ranks = {}
-    for report in reports:  # several reports at one rank count: their runs are pooled
-        by_ranks.setdefault(report["n_ranks"], []).extend(report["runs"])
-    rows = []
-    for n_ranks in sorted(by_ranks):
-        best = min(by_ranks[n_ranks], key=lambda run: run["t_total"])
-        row = {"n_ranks": n_ranks, "t_total": best["t_total"], "n_frames": reports[0]["n_frames"]}
-        for phase in PHASES:
-            row[phase] = statistics.fmean(r[phase] for r in best["ranks"])
-        rows.append(row)
-    base = rows[0]
-    for row in rows:
-        row["speedup"] = base["t_total"] * base["n_ranks"] / row["t_total"]
-        row["efficiency"] = row["speedup"] / row["n_ranks"]
-    return rows
-
-
-def bench_report(runs):
-    """Scaling table (speed-up, efficiency, per-phase times) from ``bench rmsd`` reports.
-
-    Parameters
-    ----------
-    runs : sequence of str or dict
-        Paths of reports written by ``h5mdtool bench rmsd --out``, or the report dicts
-        (``bench_rmsd(...)["report"]``), of one input at several rank counts.
-
-    Returns
-    -------
-    list of dict
-        One row per rank count, see :func:`combine_reports`.
-
-    Raises
-    ------
-    InputError
-        If a report file cannot be read as JSON.
-    UsageError
-        If the reports cannot be compared (see :func:`combine_reports`).
-    """
-    reports = []
-    for run in runs:
-        if isinstance(run, dict):
-            reports.append(run)
-            continue
-        try:
-            with open(run) as handle:
-                reports.append(json.load(handle))
-        except (OSError, ValueError) as error:
-            raise InputError(f"{run}: not a readable JSON report ({error})") from None
-    return combine_reports(reports)
+    return {"rmsd": rmsd, "labels": plan.labels, "report": report}

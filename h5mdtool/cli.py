@@ -6,7 +6,8 @@ prints. Errors derived from :class:`~h5mdtool.errors.H5mdToolError` become one
 ``--debug`` shows the traceback instead. click's own usage errors (a missing option, a
 value of the wrong type) become one such line with exit code 2 too. :func:`main` installs
 the signal handling of :mod:`h5mdtool.interrupts`: SIGINT, SIGTERM and SIGHUP remove the
-temporaries, print ``error: interrupted`` and exit with 128 + the signal number.
+temporaries, print ``error: interrupted`` and exit with 128 + the signal number. Under
+mpirun, help, version and errors are printed by rank 0 only (:class:`RankZeroHelp`).
 """
 
 import os
@@ -43,7 +44,62 @@ def _usage_exit(error):
     sys.exit(2)
 
 
-class ErrorHandlingGroup(click.Group):
+#: Environment variables holding this process's rank, set by MPI launchers.
+RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
+
+
+def launcher_rank():
+    """This process's rank as the MPI launcher announced it (0 when not launched by one).
+
+    Read from the environment, so ``--help`` need not start MPI.
+    """
+    from .mpi import launched_by_mpi
+
+    if not launched_by_mpi():
+        return 0
+    for name in RANK_VARIABLES:
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
+class RankZeroHelp:
+    """Click mixin for the top-level group: under mpirun, only rank 0 prints help and version.
+
+    Other ranks end quietly with status 0 when ``--help`` (or ``--version``) appears anywhere
+    on the command line before ``--``, which covers every command's help, or when the
+    command line names a group, the top-level one included, that shows its help when given
+    no arguments (``h5mdtool``, ``h5mdtool bench``). Usage errors are reported by rank 0
+    alone through :func:`_usage_exit`, after every rank has started MPI, so no rank ends the
+    job before rank 0 has printed the error.
+    """
+
+    quiet_options = ("--version",)
+
+    def parse_args(self, ctx, args):
+        if launcher_rank() != 0 and self._prints_help(ctx, args):
+            ctx.exit(0)
+        return super().parse_args(ctx, args)
+
+    def _prints_help(self, ctx, args):
+        """True when *args* ask this group, or one of its commands, for help or the version."""
+        options = args[: args.index("--")] if "--" in args else args
+        if any(arg in (*ctx.help_option_names, *self.quiet_options) for arg in options):
+            return True
+        command, rest = self, list(args)
+        while isinstance(command, click.Group):
+            if not rest:
+                return command.no_args_is_help
+            # group options are flags (--debug): the first word names the command
+            words = [number for number, arg in enumerate(rest) if not arg.startswith("-")]
+            if not words:
+                return False
+            command, rest = command.get_command(ctx, rest[words[0]]), rest[words[0] + 1:]
+        return False
+
+
+class ErrorHandlingGroup(RankZeroHelp, click.Group):
     """Turns h5mdtool's and click's errors into one line and an exit code, printed by rank 0 only."""
 
     def make_context(self, info_name, args, parent=None, **extra):

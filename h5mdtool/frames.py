@@ -3,12 +3,16 @@
 One small interface over every input the benchmark reads. A source has ``n_frames``,
 ``n_atoms`` (of the whole system), ``scale`` (Angstrom per coordinate unit), ``chunk_frames``
 (frames per storage chunk, 1 when that means nothing), ``opened`` (files this rank opened)
-and ``describe()`` (format and layout for the report), and
+and ``describe()`` (format and layout), and
 
 - ``read(start, stop)`` -> ``(positions, times)``: the selected atoms of frames
   ``[start, stop)`` as a ``(k, n_selected, 3)`` float array in the source's units (a view of a
   reused buffer, valid until the next read) and their times in ps (float64);
 - ``close()``: collective for an H5MD file opened with MPI-IO, so every rank calls it.
+
+The frames of a trajectory are those holding positions (an H5MD velocity or force element
+may have steps of its own), numbered from 0; their times are the scanned ones, or MDAnalysis's 1 ps per frame
+when the input records no time (:func:`position_times`).
 
 Sources:
 
@@ -18,17 +22,58 @@ Sources:
 - :class:`ManifestFrames`: a split trajectory; a part is opened only when one of its frames
   is read, so each rank opens only the parts holding its frames.
 - :class:`MDAnalysisFrames`: MDAnalysis Universes read frame by frame (the papers' way).
+
+:func:`read_frame` reads one whole frame through the same stack (rank 0's reference frame).
 """
 
 import os
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import InputError, mark_collective
-from .manifest import is_manifest, read_manifest
-from .formats import TrajectoryIndex, TrajectoryReader, detect_format, load_decoders, scan, scan_segment
-from .mpi import SerialComm, root_call
+from .errors import InputError
+from .formats import TrajectoryIndex, TrajectoryReader, scan_segment
+from .formats.base import ANGSTROM_PER_NM
+from .manifest import read_manifest
+
+
+def position_frames(index):
+    """Trajectory frame numbers (of *index*) of the frames holding positions."""
+    return np.flatnonzero(index.fields["positions"])
+
+
+def position_times(index):
+    """Time (ps) of each frame of *index* holding positions; 0, 1, 2... ps (MDAnalysis's
+    default) when the input records no time."""
+    frames = position_frames(index)
+    if index.time is None:
+        return np.arange(len(frames), dtype=np.float64)
+    return np.asarray(index.time[frames], np.float64)
+
+
+def read_frame(index, frame):
+    """All positions (Angstrom, float32) and the box (MDAnalysis ``dimensions``, or None) of
+    trajectory frame *frame* of *index*, read through :class:`~h5mdtool.formats.TrajectoryReader`.
+
+    The box is given when the frame holds one and every dimension is periodic.
+
+    Raises
+    ------
+    InputError
+        If the frame cannot be read.
+    """
+    fields = ("positions", "box") if "box" in index.fields else ("positions",)
+    with TrajectoryReader(index, None, fields) as reader:
+        block = reader.read(np.array([frame], np.int64), reader.new_block(1))
+        positions = (np.asarray(block.positions[0], np.float64) * ANGSTROM_PER_NM).astype(np.float32)
+        edges = np.asarray(block.edges[0], np.float64) * ANGSTROM_PER_NM
+    boxed = "box" in index.fields and bool(index.fields["box"][frame])
+    if not (boxed and edges.any() and all(b == "periodic" for b in index.boundary)):
+        return positions, None
+    from MDAnalysis.lib.mdamath import triclinic_box
+
+    return positions, triclinic_box(*edges)
 
 
 class TrajectoryFrames:
@@ -38,11 +83,11 @@ class TrajectoryFrames:
     *comm* at once (collective) when *comm* has several ranks.
     """
 
-    scale = 10.0
+    scale = ANGSTROM_PER_NM
 
     def __init__(self, index, atom_indices, block_frames, comm=None):
         self.index = index
-        self.frames = np.flatnonzero(index.fields["positions"])
+        self.frames = position_frames(index)
         self.n_frames, self.n_atoms = len(self.frames), index.n_atoms
         self.reader = TrajectoryReader(index, atom_indices, ("positions",), comm=comm)
         self.block = self.reader.new_block(block_frames)
@@ -79,8 +124,8 @@ class TrajectoryFrames:
         self.reader.close()
 
 
-def _part_source(part, n_atoms, atom_indices, block_frames):
-    source = TrajectoryFrames(TrajectoryIndex([scan_segment(part.path)]), atom_indices, block_frames)
+def _part_source(part, n_atoms, atom_indices, block_frames, group=None):
+    source = TrajectoryFrames(TrajectoryIndex([scan_segment(part.path, group=group)]), atom_indices, block_frames)
     if source.n_frames != part.n_frames or source.n_atoms != n_atoms:
         source.close()
         raise InputError(
@@ -91,18 +136,21 @@ def _part_source(part, n_atoms, atom_indices, block_frames):
 
 
 class ManifestFrames:
-    """Frames of a split trajectory; parts are opened only when one of their frames is read."""
+    """Frames of a split trajectory; a part is opened by :meth:`open_for` or when one of its
+    frames is first read, so each rank opens only the parts holding its frames.
+
+    Every part is read through the reading stack in nm, whatever units its file uses; H5MD
+    parts read particle group *group* (default: the first listed, as MDAnalysis reads).
+    """
 
     chunk_frames = 1
+    scale = ANGSTROM_PER_NM
 
-    def __init__(self, manifest, atom_indices, block_frames):
+    def __init__(self, manifest, atom_indices, block_frames, group=None):
         self.manifest = manifest
         self.n_frames, self.n_atoms = manifest.n_frames, manifest.n_atoms
-        self.atom_indices, self.block_frames = atom_indices, block_frames
+        self.atom_indices, self.block_frames, self.group = atom_indices, block_frames, group
         self.sources = {}
-        # nm, the unit of XTC/TRR/DCD readers and of h5mdtool's H5MD parts; parts in other
-        # units are converted, so every rank's frames and rank 0's reference agree
-        self.scale = 10.0
 
     @property
     def opened(self):
@@ -114,18 +162,27 @@ class ManifestFrames:
 
     def _source(self, part):
         if part.path not in self.sources:
-            self.sources[part.path] = _part_source(part, self.n_atoms, self.atom_indices, self.block_frames)
+            self.sources[part.path] = _part_source(part, self.n_atoms, self.atom_indices, self.block_frames,
+                                                   self.group)
         return self.sources[part.path]
+
+    def open_for(self, frames):
+        """Open now the parts holding *frames* (opening is not reading: the benchmark times it apart)."""
+        frames = np.asarray(frames)
+        for part in self.manifest.parts:
+            if np.any((frames >= part.start) & (frames < part.stop)):
+                self._source(part)
 
     def read(self, start, stop):
         positions, times = [], []
         for part in self.manifest.parts_for(start, stop):
-            source = self._source(part)
-            p, t = source.read(max(start, part.start) - part.start, min(stop, part.stop) - part.start)
-            positions.append(p if source.scale == self.scale else p * (source.scale / self.scale))
+            p, t = self._source(part).read(max(start, part.start) - part.start, min(stop, part.stop) - part.start)
+            positions.append(p)
             times.append(t)
         if not positions:
             return np.empty((0, len(self.atom_indices), 3), np.float32), np.empty(0)
+        if len(positions) == 1:
+            return positions[0], times[0]
         return np.concatenate(positions), np.concatenate(times)
 
     def close(self):
@@ -154,102 +211,108 @@ def checked_manifest(path):
     return manifest
 
 
-def _inspect(path):
-    """Format and index of a trajectory file, scanned on rank 0."""
-    if not os.path.isfile(path):
-        raise InputError(f"{path}: no such file")
-    index = scan([path])
-    return index.formats[0], index.n_atoms, index
+@dataclass
+class Piece:
+    """One file of a trajectory read through MDAnalysis: frames ``[start, stop)`` of the whole
+    trajectory are this file's frames ``skip, skip + 1, ...``."""
 
+    path: str
+    format: str
+    start: int
+    stop: int
+    skip: int = 0
+    offsets: np.ndarray = None
 
-def open_frames(path, atom_indices, block_frames, comm):
-    """Open *path* for the blocks engine; rank 0 reads shared metadata once and broadcasts.
-
-    Raises
-    ------
-    InputError
-        Missing or unreadable input or parts (on every rank together).
-    """
-    if is_manifest(path):
-        return ManifestFrames(root_call(comm, checked_manifest, path), atom_indices, block_frames)
-    if comm.rank != 0:
-        load_decoders([path])
-    _, _, index = root_call(comm, _inspect, path)
-    return TrajectoryFrames(index, atom_indices, block_frames, comm)
+    def frame_offsets(self):
+        """XTC/TRR byte offset of each frame (one per frame, as MDAnalysis's readers take
+        them): rank 0's scan, or this file's own scan on first use (a part)."""
+        if self.offsets is None:
+            self.offsets = scan_segment(self.path).offsets[:-1]  # the scan also gives the end of the last frame
+        return self.offsets
 
 
 class MDAnalysisFrames:
     """Frames through MDAnalysis Universes, one frame at a time (the papers' way).
 
-    Positions are in Angstrom (``scale`` 1). XTC/TRR readers get the offsets rank 0 computed
+    Positions are in Angstrom (``scale`` 1). Each file (*pieces*: one file, the segments of
+    a trajectory, or the parts of a split one) gets its own ``Universe(topology, file)`` when
+    one of its frames is first read; with several ranks a single H5MD file is opened by all
+    of them at once with ``driver="mpio"``. XTC/TRR readers get the offsets rank 0 computed
     instead of building them on every rank and writing offset and lock files beside the
-    trajectory. An H5MD file is opened with ``driver="mpio"`` on several ranks.
+    trajectory; H5MD readers read the particle group *h5md_group*.
+
+    Parameters
+    ----------
+    pieces : list of Piece
+    topology : str
+    atom_indices : array of int
+        The atoms whose positions :meth:`frame` returns, in this order.
+    comm : communicator
+    n_atoms : int
+        Atoms of the whole system.
+    h5md_group : str, optional
+    relative_to : str, optional
+        Directory the ``opened`` paths are given relative to (a manifest's).
     """
 
     scale = 1.0
     chunk_frames = 1
 
-    def __init__(self, path, topology, selection, comm, index=None, manifest=None):
-        self.path, self.topology, self.selection, self.comm = path, topology, selection, comm
-        self.manifest = manifest
+    def __init__(self, pieces, topology, atom_indices, comm, n_atoms, h5md_group=None, relative_to=None):
+        self.pieces, self.topology, self.comm = pieces, topology, comm
+        self.atom_indices = np.asarray(atom_indices, np.int64)
+        self.h5md_group, self.relative_to = h5md_group, relative_to
+        self.n_frames, self.n_atoms = pieces[-1].stop, n_atoms
+        self.starts = np.array([piece.start for piece in pieces], np.int64)
         self.universes = {}
-        if manifest is not None:
-            self.n_frames, self.n_atoms = manifest.n_frames, manifest.n_atoms
-            self._describe = {"format": manifest.format, "layout": "split", "parts": len(manifest.parts),
-                              "manifest": manifest.path}
-        else:
-            universe = self._universe(path, index, comm)
-            self.universes[path] = universe
-            self.n_frames, self.n_atoms = universe.trajectory.n_frames, universe.atoms.n_atoms
-            if index.formats[0] == "H5MD":
-                self._describe = {"format": "H5MD", "mpi_io": comm.size > 1}
-            else:
-                self._describe = {"format": index.formats[0], "layout": "single shared file",
-                                  "offsets": "scanned by rank 0 and broadcast"}
-        self._describe["reader"] = "MDAnalysis"
+        self.current = None
+        if len(pieces) == 1 and pieces[0].format == "H5MD" and comm.size > 1:
+            self._open(0, parallel=True)  # collective: every rank opens the file
 
     @property
     def opened(self):
-        if self.manifest is None:
-            return [self.path]
-        return [os.path.relpath(path, os.path.dirname(self.manifest.path)) for path in self.universes]
+        paths = [self.pieces[number].path for number in self.universes]
+        if self.relative_to is None:
+            return paths
+        return [os.path.relpath(path, self.relative_to) for path in paths]
 
     def describe(self):
-        return dict(self._describe)
+        return {"reader": "MDAnalysis"}
 
-    def _universe(self, path, index, comm):
+    def _open(self, number, parallel=False):
         import MDAnalysis
 
+        piece = self.pieces[number]
         kwargs = {}
-        if index is not None and index.segments[0].format in ("XTC", "TRR"):
-            kwargs["format"] = _reader_with_offsets(index.segments[0].format, index.segments[0].offsets[:-1])
-        elif (index is None or index.formats[0] == "H5MD") and comm.size > 1:
-            kwargs.update(driver="mpio", comm=comm)
+        reader = mdanalysis_reader(piece, self.h5md_group)
+        if reader is not None:
+            kwargs["format"] = reader
+        if parallel:
+            kwargs.update(driver="mpio", comm=self.comm)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                universe = MDAnalysis.Universe(self.topology, path, **kwargs)
+                universe = MDAnalysis.Universe(self.topology, piece.path, **kwargs)
         except Exception as error:  # noqa: BLE001 - MDAnalysis raises many types here
-            raise InputError(f"{path}: MDAnalysis cannot read it with {self.topology} ({error})") from None
-        universe.h5mdtool_group = universe.select_atoms(self.selection)
+            raise InputError(f"{piece.path}: MDAnalysis cannot read it with {self.topology} ({error})") from None
+        universe.h5mdtool_atoms = universe.atoms[self.atom_indices]
+        self.universes[number] = universe
         return universe
 
-    def _locate(self, frame):
-        if self.manifest is None:
-            return self.universes[self.path], frame
-        part = self.manifest.parts_for(frame, frame + 1)[0]
-        if part.path not in self.universes:
-            index = None
-            if detect_format(part.path) != "H5MD":
-                index = TrajectoryIndex([scan_segment(part.path)])
-            self.universes[part.path] = self._universe(part.path, index, SerialComm())
-        return self.universes[part.path], frame - part.start
+    def open_for(self, frames):
+        """Build now the Universes of the files holding *frames* (each parses the topology)."""
+        frames = np.asarray(frames)
+        for number, piece in enumerate(self.pieces):
+            if number not in self.universes and np.any((frames >= piece.start) & (frames < piece.stop)):
+                self._open(number)
 
     def frame(self, number):
-        """Load frame *number*; returns (selected positions in Angstrom, time in ps)."""
-        universe, local = self._locate(number)
-        ts = universe.trajectory[local]
-        return universe.h5mdtool_group.positions, ts.time
+        """Load frame *number*; returns (the atoms' positions in Angstrom, time in ps)."""
+        piece_number = int(np.searchsorted(self.starts, number, side="right")) - 1
+        universe = self.universes.get(piece_number) or self._open(piece_number)
+        piece = self.pieces[piece_number]
+        ts = universe.trajectory[number - piece.start + piece.skip]
+        return universe.h5mdtool_atoms.positions, ts.time
 
     def read(self, start, stop):
         positions, times = zip(*(self.frame(i) for i in range(start, stop)))
@@ -260,8 +323,31 @@ class MDAnalysisFrames:
             universe.trajectory.close()
 
 
+_READER_CLASSES = {}
+
+
+def mdanalysis_reader(piece, h5md_group=None):
+    """The MDAnalysis reader class for *piece*, or None for MDAnalysis's own choice.
+
+    XTC/TRR: a reader that takes the offsets rank 0 computed, or that this rank scans for a
+    part (nothing written beside the file); H5MD with *h5md_group*: a reader of that particle
+    group (MDAnalysis reads the first one). Each class has a format name of its own, so
+    MDAnalysis's registry of readers is otherwise unchanged.
+    """
+    if piece.format in ("XTC", "TRR"):
+        return _reader_with_offsets(piece.format, piece.frame_offsets())
+    if piece.format == "H5MD" and h5md_group is not None:
+        if h5md_group not in _READER_CLASSES:
+            _READER_CLASSES[h5md_group] = _h5md_reader(h5md_group)
+        return _READER_CLASSES[h5md_group]
+    return None
+
+
 def _reader_with_offsets(fmt, offsets):
-    """An MDAnalysis XTC/TRR reader class that takes the given offsets (no offset files)."""
+    """An MDAnalysis XTC/TRR reader class that takes the given offsets (no offset files).
+
+    *offsets* has one entry per frame, its start (the scan's ``offsets[:-1]``).
+    """
     from MDAnalysis.coordinates.TRR import TRRReader
     from MDAnalysis.coordinates.XTC import XTCReader
 
@@ -270,30 +356,20 @@ def _reader_with_offsets(fmt, offsets):
     def _load_offsets(self):
         self._xdr.set_offsets(offsets)
 
-    # a format name of its own keeps MDAnalysis's registry of readers unchanged
     return type(f"H5mdTool{fmt}Reader", (base,), {"format": f"H5MDTOOL-{fmt}", "_load_offsets": _load_offsets})
 
 
-def open_mdanalysis(path, topology, selection, comm, n_topology_atoms):
-    """Open *path* for the frames engine; rank 0 scans shared XTC/TRR/DCD files once.
+def _h5md_reader(group):
+    """An MDAnalysis H5MD reader class that reads particle group *group*."""
+    from MDAnalysis.coordinates.H5MD import H5MDReader
 
-    Raises
-    ------
-    InputError
-        Missing or unreadable input or parts, or a trajectory whose atom count is not
-        *n_topology_atoms* (checked on rank 0 before any Universe is built, so every rank
-        stops together).
-    """
-    if is_manifest(path):
-        manifest = root_call(comm, checked_manifest, path)
-        fmt, n_atoms, index = manifest.format, manifest.n_atoms, None
-    else:
-        manifest = None
-        fmt, n_atoms, index = root_call(comm, _inspect, path)
-    if n_atoms != n_topology_atoms:
-        raise mark_collective(atom_count_error(topology, n_topology_atoms, path, n_atoms))
-    return MDAnalysisFrames(path, topology, selection, comm, index=index, manifest=manifest)
+    def open_trajectory(self):
+        H5MDReader.open_trajectory(self)
+        self._particle_group = self._file["particles"][group]
 
+    def __setstate__(self, state):
+        H5MDReader.__setstate__(self, state)
+        self._particle_group = self._file["particles"][group]
 
-def atom_count_error(topology, n_topology_atoms, path, n_atoms):
-    return InputError(f"{topology} has {n_topology_atoms} atoms but {path} has {n_atoms}")
+    return type("H5mdToolH5MDReader", (H5MDReader,),
+                {"format": f"H5MDTOOL-H5MD-{group}", "open_trajectory": open_trajectory, "__setstate__": __setstate__})

@@ -1,14 +1,25 @@
-"""Plots for the benchmarks; matplotlib is an optional extra, imported only here."""
+"""Plots for the benchmarks; matplotlib is an optional extra, imported only here.
+
+Drawn to stay readable from 1 to a few hundred ranks: legends outside the data, rank counts
+on log2 axes, per-rank bars that show each rank's own work apart from its waiting, and
+titles naming the input, engine, selection and baseline.
+"""
+
+import math
+import os
 
 from .errors import UsageError
+from .timing import PHASES, WORK_PHASES, work  # noqa: F401 - PHASES is part of this module's interface
 
-PHASES = ("t_init_top", "t_init_traj", "t_io", "t_compute", "t_wait", "t_comm")
+#: One colour per phase; waiting and communication in greys, so the work stands out.
+COLOURS = {"t_init_top": "#8da0cb", "t_init_traj": "#66c2a5", "t_io": "#fc8d62", "t_compute": "#e78ac3",
+           "t_wait": "#e0e0e0", "t_comm": "#737373"}
+LABELS = {"t_init_top": "init topology", "t_init_traj": "init trajectory", "t_io": "I/O", "t_compute": "compute",
+          "t_wait": "wait (barrier)", "t_comm": "communication"}
 
 
 def image_format(path):
     """The image format matplotlib writes for *path* (its extension), or a UsageError."""
-    import os
-
     extension = os.path.splitext(str(path))[1].lower().lstrip(".")
     if extension not in ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps"):
         raise UsageError(f"{path}: --plot needs a .png, .pdf, .svg, .jpg or .eps file name")
@@ -26,59 +37,176 @@ def _pyplot():
     return plt
 
 
-def plot_ranks(run, path, title, fmt=None):
-    """Stacked bars of each rank's phases for one run (like paper 000, figure 2d).
+def _input_name(source):
+    name = os.path.basename(source["path"])
+    if source.get("kind") == "split" or source.get("layout") == "split":
+        name = f"{os.path.basename(os.path.dirname(source['path']))}/ ({source.get('parts')} parts)"
+    detail = source.get("format", "")
+    if source.get("chunks"):
+        detail += " chunks " + "x".join(map(str, source["chunks"]))
+    if source.get("compression"):
+        detail += f" {source['compression']}"
+    return f"{name} [{detail.strip()}]"
 
-    *fmt* is the image format (``png``, ``pdf``, ``svg``...), by default from *path*'s
-    extension.
+
+def rmsd_title(report):
+    """Title of a ``bench rmsd`` per-rank plot: input, engine, selection, ranks."""
+    analysis = report["analysis"]
+    fit = analysis["atoms"]["fit"]
+    return (f"bench rmsd: {_input_name(report['input'])}, engine {report['engine']}, {report['n_ranks']} rank(s)\n"
+            f"fit {fit['label']!r} ({fit['n']} atoms), weights {analysis['weights']}, "
+            f"{report['n_analysed']} frames, compute load {report['compute_load']}; fastest of "
+            f"{len(report['runs'])} run(s)")
+
+
+def _rank_ticks(axes, ranks):
+    every = max(1, math.ceil(len(ranks) / 24))
+    ticks = ranks[::every]
+    axes.set_xticks(ticks)
+    axes.set_xticklabels([str(r) for r in ticks], fontsize="small")
+    axes.set_xlim(min(ranks) - 0.6, max(ranks) + 0.6)
+
+
+def plot_ranks(run, path, title, fmt=None):
+    """Per-rank stacked bars of one run's phases (paper 000, figure 2d).
+
+    Each rank's work (topology, trajectory opening, I/O, compute) is stacked in colour;
+    its waiting at the barrier and its communication sit on top in greys. Dashed lines mark
+    the straggler limits on work (1.5x the median, 2x the fastest); stragglers' bars are
+    outlined in red and named below the plot.
     """
     plt = _pyplot()
-    ranks = run["ranks"]
-    figure, axes = plt.subplots(figsize=(max(6, 0.35 * len(ranks) + 3), 4))
+    ranks_records = run["ranks"]
+    ranks = [r["rank"] for r in ranks_records]
+    width = min(18.0, max(7.5, 0.11 * len(ranks) + 6.0))
+    figure, axes = plt.subplots(figsize=(width, 4.8))
     bottom = [0.0] * len(ranks)
+    bar_width = 0.8 if len(ranks) < 48 else 0.95
     for phase in PHASES:
-        values = [r[phase] for r in ranks]
-        axes.bar([r["rank"] for r in ranks], values, bottom=bottom, label=phase[2:])
+        values = [r[phase] for r in ranks_records]
+        axes.bar(ranks, values, bottom=bottom, width=bar_width, color=COLOURS[phase], label=LABELS[phase],
+                 hatch="//" if phase == "t_wait" else None, edgecolor="#bdbdbd" if phase == "t_wait" else "none",
+                 linewidth=0)
         bottom = [b + v for b, v in zip(bottom, values)]
-    median = run["stragglers"]["median_total"]
-    axes.axhline(1.5 * median, color="black", linestyle="--", linewidth=1, label="1.5 x median (stragglers)")
-    axes.set_xticks([r["rank"] for r in ranks])
+    stragglers = run["stragglers"]
+    median, fastest = stragglers["median_work"], stragglers["fastest_work"]
+    axes.axhline(stragglers.get("rule_median", 1.5) * median, color="black", linestyle="--", linewidth=1,
+                 label=f"{stragglers.get('rule_median', 1.5)} x median work")
+    axes.axhline(stragglers.get("rule_fastest", 2.0) * fastest, color="black", linestyle=":", linewidth=1,
+                 label=f"{stragglers.get('rule_fastest', 2.0)} x fastest work")
+    slow = {entry["rank"]: entry for entry in stragglers["ranks"]}
+    for record in ranks_records:
+        if record["rank"] in slow:
+            axes.bar([record["rank"]], [work(record)], width=bar_width, fill=False, edgecolor="red", linewidth=1.5)
+    axes.plot([], [], color="red", linewidth=1.5, label="straggler (work)")
+    _rank_ticks(axes, ranks)
     axes.set_xlabel("MPI rank")
     axes.set_ylabel("time (s)")
-    axes.set_title(title)
-    axes.legend(fontsize="small")
+    axes.set_title(title, fontsize="medium")
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
+    if slow:
+        text = "; ".join(f"rank {e['rank']}: {e['times_median']:.1f}x median, +{e['phase_excess']:.2f} s "
+                         f"{LABELS[e['phase']]}" for e in list(slow.values())[:6])
+        if len(slow) > 6:
+            text += f"; ... {len(slow) - 6} more"
+        figure.text(0.01, 0.01, "stragglers: " + text, fontsize="small", color="red")
+    else:
+        figure.text(0.01, 0.01, "no stragglers", fontsize="small")
+    figure.tight_layout(rect=(0, 0.04, 1, 1))
+    figure.savefig(path, dpi=120, format=fmt)
+    plt.close(figure)
+
+
+def _log2_ranks(axes, ranks):
+    axes.set_xscale("log", base=2)
+    axes.set_xticks(ranks)
+    axes.set_xticklabels([str(n) for n in ranks], fontsize="small")
+    axes.minorticks_off()
+    axes.set_xlabel("MPI ranks N")
+    if len(ranks) > 1:
+        axes.set_xlim(min(ranks) / 1.3, max(ranks) * 1.3)
+
+
+def _scaling_title(result, what):
+    context = result["context"]
+    input_name = os.path.basename(context["input"]) if context.get("input") else "?"
+    return (f"{what}: {input_name} [{context['format']}, {context['layout']}], engine {context['engine']}, "
+            f"fit {context['select']!r} ({context['n_selected']} atoms), weights {context['weights']}, "
+            f"{context['n_frames']} frames, load {context['compute_load']}")
+
+
+def _baseline_text(baseline):
+    if baseline["measured"]:
+        return f"baseline: measured 1-rank run ({baseline['t_total']:.3g} s)"
+    return f"baseline ASSUMED: no 1-rank run, {baseline['n_ranks']} ranks taken as perfectly scaled"
+
+
+def plot_scaling(result, path, fmt=None):
+    """Speed-up and efficiency, and each phase's mean time, against ranks (log2 axes).
+
+    *result* is :func:`h5mdtool.bench_report.bench_report`'s scaling result.
+    """
+    plt = _pyplot()
+    rows, baseline = result["rows"], result["baseline"]
+    ranks = [row["n_ranks"] for row in rows]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(13, 5.2))
+    style = "-" if baseline["measured"] else "--"
+    left.plot(ranks, [row["speedup"] for row in rows], "o" + style, color="tab:blue", label="speed-up S(N)")
+    left.plot(ranks, ranks, "k:", linewidth=1, label="ideal S(N) = N")
+    left.set_yscale("log", base=2)
+    left.set_yticks(ranks)
+    left.set_yticklabels([str(n) for n in ranks], fontsize="small")
+    _log2_ranks(left, ranks)
+    left.set_ylabel("speed-up S(N)")
+    twin = left.twinx()
+    twin.plot(ranks, [row["efficiency"] for row in rows], "s" + style, color="tab:red", label="efficiency E(N)")
+    twin.set_ylabel("efficiency E(N) = S(N) / N")
+    twin.set_ylim(0, 1.15)
+    lines = left.get_lines() + twin.get_lines()
+    left.legend(lines, [line.get_label() for line in lines], loc="upper center", bbox_to_anchor=(0.5, -0.13),
+                ncol=3, fontsize="small", frameon=False)
+    left.set_title(_baseline_text(baseline), fontsize="small", color="black" if baseline["measured"] else "tab:red")
+    for phase in PHASES:  # a phase that took no time has no place on a log axis: left out there
+        right.plot(ranks, [row[phase] if row[phase] > 0 else float("nan") for row in rows], "o-",
+                   color=COLOURS[phase] if phase != "t_wait" else "#969696", label=LABELS[phase])
+    right.plot(ranks, [row["t_total"] for row in rows], "k-", linewidth=2, label="total (slowest rank)")
+    slow = [row for row in rows if row.get("stragglers")]
+    right.plot([row["n_ranks"] for row in slow], [row["t_total"] for row in slow], "o", markersize=11,
+               markerfacecolor="none", markeredgecolor="red", markeredgewidth=1.5, label="run with stragglers")
+    _log2_ranks(right, ranks)
+    right.set_yscale("log")
+    right.set_ylabel("time (s), mean over ranks")
+    right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=4, fontsize="small", frameon=False)
+    right.set_title("phases (log scale)", fontsize="small")
+    figure.suptitle(_scaling_title(result, "bench rmsd scaling"), fontsize="medium")
     figure.tight_layout()
     figure.savefig(path, dpi=120, format=fmt)
     plt.close(figure)
 
 
-def plot_scaling(rows, path, title, fmt=None):
-    """Speed-up and efficiency, and each phase's time, against the number of ranks."""
+def plot_layouts(result, path, fmt=None):
+    """Each input's total and I/O time against ranks (log2 axes), side by side."""
     plt = _pyplot()
-    ranks = [row["n_ranks"] for row in rows]
-    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    left.plot(ranks, [row["speedup"] for row in rows], "o-", label="speed-up S(N)")
-    left.plot(ranks, ranks, "k--", linewidth=1, label="ideal")
-    left.set_xticks(ranks)
-    left.set_xlabel("MPI ranks N")
-    left.set_ylabel("speed-up")
-    twin = left.twinx()
-    twin.plot(ranks, [row["efficiency"] for row in rows], "s:", color="tab:red", label="efficiency S/N")
-    twin.set_ylabel("efficiency")
-    twin.set_ylim(0, 1.1)
-    lines = left.get_lines() + twin.get_lines()
-    left.legend(lines, [line.get_label() for line in lines], loc="upper left", fontsize="small")
-    for phase in PHASES:
-        right.plot(ranks, [max(row[phase], 1e-6) for row in rows], "o-", label=phase[2:])
-    right.plot(ranks, [row["t_total"] for row in rows], "k-", linewidth=2, label="total")
-    right.set_xscale("log", base=2)
-    right.set_xticks(ranks, [str(n) for n in ranks])
-    right.minorticks_off()
-    right.set_yscale("log")
-    right.set_xlabel("MPI ranks N")
-    right.set_ylabel("time (s), mean over ranks")
-    right.legend(fontsize="small")
-    figure.suptitle(title)
-    figure.tight_layout()
+    figure, (left, right) = plt.subplots(1, 2, figsize=(13, 5.2))
+    all_ranks = [row["n_ranks"] for row in result["rows"]]
+    for column in result["inputs"]:
+        ranks = sorted(column["rows"])
+        style = "-" if column["baseline"]["measured"] else "--"
+        left.plot(ranks, [column["rows"][n]["t_total"] for n in ranks], "o" + style, label=column["label"])
+        right.plot(ranks, [column["rows"][n]["t_io"] if column["rows"][n]["t_io"] > 0 else float("nan") for n in ranks],
+                   "o" + style, label=column["label"])
+    for axes, what in ((left, "total time (s), slowest rank"), (right, "I/O time (s), mean over ranks")):
+        _log2_ranks(axes, all_ranks)
+        axes.set_yscale("log")
+        axes.set_ylabel(what)
+    handles, labels = left.get_legend_handles_labels()
+    rows = math.ceil(len(labels) / 3)
+    figure.legend(handles, labels, loc="lower center", ncol=min(3, len(labels)), fontsize="small", frameon=False)
+    context = result["context"]
+    figure.suptitle(f"bench rmsd layouts: {len(result['inputs'])} inputs, engine {context['engine']}, fit "
+                    f"{context['select']!r} ({context['n_selected']} atoms), weights {context['weights']}, "
+                    f"{context['n_frames']} frames, load {context['compute_load']} (dashed: no 1-rank run)",
+                    fontsize="medium")
+    figure.tight_layout(rect=(0, 0.04 + 0.04 * rows, 1, 1))
     figure.savefig(path, dpi=120, format=fmt)
     plt.close(figure)

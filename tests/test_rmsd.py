@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import pytest
 
-from h5mdtool.bench import block_edges
+from h5mdtool.bench_engines import block_edges
 from h5mdtool.rmsd import centred, rmsd_to_reference
 
 
@@ -134,3 +134,61 @@ def test_block_edges_tile_the_range(start, stop, block, chunk):
         assert all((b - a) % chunk == 0 for a, b in edges[1:-1])
     else:
         assert all(b - a == block for a, b in edges[:-1])
+
+
+def explicit_weighted(frames, fit, reference, weights, groups=()):
+    """Weighted Kabsch fit of atoms *fit*, done the long way; then each group's RMSD without refitting."""
+    w = np.asarray(weights, np.float64) / np.mean(weights)
+    y_centre = w @ reference / w.sum()
+    y = reference - y_centre
+    fits, group_values = [], [[] for _ in groups]
+    for frame in np.asarray(frames, np.float64):
+        x_centre = w @ frame[fit] / w.sum()
+        x = frame[fit] - x_centre
+        u, _, vt = np.linalg.svd((x * w[:, None]).T @ y)
+        d = np.sign(np.linalg.det(u @ vt)) or 1.0
+        rotation = u @ np.diag([1.0, 1.0, d]) @ vt
+        fits.append(np.sqrt((w[:, None] * (x @ rotation - y) ** 2).sum() / len(y)))
+        for values, (group_frames_index, group_reference, group_weights) in zip(group_values, groups):
+            moved = (frame[group_frames_index] - x_centre) @ rotation
+            gw = np.asarray(group_weights, np.float64) / np.mean(group_weights)
+            values.append(np.sqrt((gw[:, None] * (moved - (group_reference - y_centre)) ** 2).sum() / len(gw)))
+    return np.array(fits), [np.array(v) for v in group_values]
+
+
+def test_weighted_fit_and_groups_equal_explicit_superposition():
+    from h5mdtool.rmsd import fit_rmsd, group_rmsd, normalised_weights
+
+    rng = np.random.default_rng(7)
+    n = 60
+    reference = rng.normal(scale=8.0, size=(n, 3))
+    masses = rng.choice([1.008, 12.011, 14.007, 15.999, 32.06], size=n)
+    frames = np.stack([(reference + rng.normal(scale=s, size=reference.shape)) @ rotation(rng).T + rng.normal(size=3) * 20
+                       for s in np.linspace(0.1, 3.0, 12)]).astype(np.float32)
+    fit = np.arange(0, 40)
+    group = np.arange(25, 60)  # overlaps the fit atoms and goes beyond them
+    expected_fit, (expected_group,) = explicit_weighted(frames, fit, reference[fit], masses[fit],
+                                                        [(group, reference[group], masses[group])])
+    w = normalised_weights(masses[fit], len(fit))
+    centred_reference = centred(reference[fit], w)
+    centre = w @ reference[fit] / w.sum()
+    values, centres, rotations = fit_rmsd(frames[:, fit], centred_reference, w, rotations=True)
+    np.testing.assert_allclose(values, expected_fit, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(fit_rmsd(frames[:, fit], centred_reference, w), expected_fit, rtol=0, atol=1e-9)
+    groups = group_rmsd(frames[:, group], reference[group] - centre,
+                        normalised_weights(masses[group], len(group)), centres, rotations)
+    np.testing.assert_allclose(groups, expected_group, rtol=0, atol=1e-9)
+    assert np.allclose(np.linalg.det(rotations), 1.0)
+
+
+def test_weighted_fit_equals_mdanalysis_qcp():
+    from MDAnalysis.analysis.rms import rmsd
+
+    rng = np.random.default_rng(8)
+    reference = rng.normal(scale=6.0, size=(80, 3))
+    masses = rng.uniform(1.0, 32.0, size=80)
+    frames = np.stack([reference @ rotation(rng).T + rng.normal(scale=1.5, size=reference.shape) for _ in range(10)])
+    expected = [rmsd(f, reference, weights=masses, center=True, superposition=True) for f in frames]
+    np.testing.assert_allclose(rmsd_to_reference(frames, reference, masses), expected, rtol=0, atol=1e-6)
+    with pytest.raises(ValueError, match="positive"):
+        rmsd_to_reference(frames, reference, np.zeros(80))

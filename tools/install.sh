@@ -13,6 +13,8 @@ set -euo pipefail
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 APT_PACKAGES="openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools pkg-config"
+# GROMACS: the tests compare bench rmsd with gmx rms (skipped, with the reason, without it)
+TEST_APT_PACKAGES="gromacs"
 
 say() { printf '[install] %s\n' "$*"; }
 
@@ -105,5 +107,20 @@ python_environment() {
     say "ready: $("$VENV/bin/python" -c 'import h5py, mpi4py, MDAnalysis; print("h5py", h5py.version.version, "HDF5", h5py.version.hdf5_version, "mpi4py", mpi4py.__version__, "MDAnalysis", MDAnalysis.__version__)')"
 }
 
+test_packages() {
+    if command -v gmx >/dev/null 2>&1; then
+        say "GROMACS found (gmx rms, compared against in the tests)"
+        return
+    fi
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        say "installing $TEST_APT_PACKAGES (gmx rms, compared against in the tests)"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -qq $TEST_APT_PACKAGES >/dev/null || { apt-get update -qq && apt-get install -y -qq $TEST_APT_PACKAGES >/dev/null; }
+        return
+    fi
+    say "gmx not found: the tests comparing bench rmsd with gmx rms will be skipped (apt-get install $TEST_APT_PACKAGES)"
+}
+
 system_packages
+test_packages
 python_environment

@@ -4,15 +4,20 @@ import json
 import os
 
 import click
-import numpy as np
 
 from ..errors import UsageError, mark_collective
-from .options import emit_json
+from .options import emit_json, human_bytes
 
 
 @click.group("bench")
 def command():
-    """Benchmarks of parallel trajectory analysis, timed per MPI rank."""
+    """Benchmarks of parallel trajectory analysis, timed per MPI rank.
+
+    \b
+    Examples:
+      mpirun -n 4 h5mdtool bench rmsd md.h5md -t md.tpr --out rmsd-4.json
+      h5mdtool bench report rmsd-*.json --plot scaling.png
+    """
 
 
 def _check_outputs(outputs, inputs, force, plot_path):
@@ -43,134 +48,267 @@ def _write(path, write):
         raise
 
 
-def _save_rmsd(rmsd, path):
-    def write(temporary):
-        with open(temporary, "wb") as handle:
-            if path.endswith(".npy"):
-                np.save(handle, rmsd)
-            else:
-                np.savetxt(handle, rmsd, delimiter=",", header="frame,time_ps,rmsd_angstrom", comments="",
-                           fmt=("%d", "%.10g", "%.10g"))
+def _write_stream(path, write, binary=False):
+    """Like :func:`_write`, with ``write(handle)`` given the open temporary file."""
 
-    _write(path, write)
+    def to_file(temporary):
+        with open(temporary, "wb" if binary else "w") as handle:
+            write(handle)
+
+    _write(path, to_file)
 
 
 def _save_json(document, path):
-    def write(temporary):
-        with open(temporary, "w") as handle:
-            json.dump(document, handle, indent=2, default=str)
-            handle.write("\n")
+    def write(handle):
+        json.dump(document, handle, indent=2, default=str)
+        handle.write("\n")
 
-    _write(path, write)
+    _write_stream(path, write)
 
 
-def _print_table(report):
-    source = report["input"]
-    layout = ", ".join(f"{key} {source[key]}" for key in ("layout", "chunks", "compression", "parts") if source.get(key) is not None)
-    click.echo(f"bench rmsd: {source['path']} ({source['format']}{'; ' + layout if layout else ''}), "
-               f"{report['n_frames']} frames, {report['n_selected']} atoms ({report['select']}), "
-               f"engine {report['engine']}, {report['n_ranks']} rank(s)")
+def _fmt(value, width=8, digits=3):
+    return f"{value:>{width}.{digits}f}" if isinstance(value, (int, float)) else f"{'-':>{width}}"
+
+
+def print_rmsd_report(report):
+    """The per-rank table of every run, stragglers, partition and advice."""
+    from ..timing import describe_stragglers, work
+
+    source, analysis = report["input"], report["analysis"]
+    layout = ", ".join(f"{key} {source[key]}" for key in ("layout", "chunks", "compression", "parts")
+                       if source.get(key) is not None)
+    groups = "".join(f", then {g['label']!r} ({g['n']} atoms)" for g in analysis["atoms"]["groups"])
+    reference = analysis["reference"]
+    reference = (f"frame {reference['frame']}" if reference["kind"] == "frame"
+                 else os.path.basename(reference["path"]))
+    click.echo(f"bench rmsd: {source['path']} ({source['format']}; {layout}), {report['n_analysed']} of "
+               f"{report['n_frames']} frames, fit {analysis['atoms']['fit']['label']!r} "
+               f"({report['n_selected']} atoms){groups}, weights {analysis['weights']}, reference {reference}, "
+               f"engine {report['engine']}, compute load {report['compute_load']}, {report['n_ranks']} rank(s)")
+    partition = report["partition"]
+    if partition["scheme"] == "parts":
+        click.echo(f"partition: whole parts, {partition['units'] // report['n_ranks']} of {partition['units']} per rank")
+    elif source.get("layout") == "split":
+        click.echo(f"partition: balanced frames; {partition['shared_units']} of {partition['units']} parts read by "
+                   f"two or more ranks ({report['n_ranks']} ranks do not divide {partition['units']} parts)")
+    elif partition["scheme"] == "chunks":
+        click.echo(f"partition: whole chunks ({partition['units']} chunks)")
+    header = ("rank  frames  init_top init_traj       io  compute     wait     comm    total     work"
+              "     MB/s  files  host")
     for run in report["runs"]:
-        click.echo(f"run {run['repeat'] + 1}/{len(report['runs'])}: t_total {run['t_total']:.3f} s")
-        click.echo("rank  frames  init_top init_traj       io  compute     wait     comm    total  host")
+        click.echo(f"run {run['repeat'] + 1}/{len(report['runs'])}: t_total {run['t_total']:.3f} s (seconds per phase; "
+                   "work = total - wait - comm)")
+        click.echo(header)
         for r in run["ranks"]:
             click.echo(f"{r['rank']:>4} {r['n_frames']:>7} {r['t_init_top']:>9.3f} {r['t_init_traj']:>9.3f} "
                        f"{r['t_io']:>8.3f} {r['t_compute']:>8.3f} {r['t_wait']:>8.3f} {r['t_comm']:>8.3f} "
-                       f"{r['t_total']:>8.3f}  {r['host']}")
-        slow = run["stragglers"]
-        click.echo(f"stragglers: {slow['over_1.5x_median'] or 'none'} over 1.5x the median total "
-                   f"({slow['median_total']:.3f} s); {slow['over_2x_fastest'] or 'none'} over 2x the fastest")
-    click.echo(f"best run: {report['best_repeat'] + 1}, t_total {report['t_total']:.3f} s")
+                       f"{r['t_total']:>8.3f} {work(r):>8.3f} {_fmt(r.get('mb_per_s'), 8, 1)} "
+                       f"{r.get('files_opened', 0):>6}  {r['host']}")
+        click.echo(describe_stragglers(run["stragglers"]))
+    best = report["runs"][report["best_repeat"]]
+    total_bytes = sum(r.get("bytes_read") or 0 for r in best["ranks"])
+    click.echo(f"best run: {report['best_repeat'] + 1}, t_total {report['t_total']:.3f} s; "
+               f"read {human_bytes(total_bytes)} in all")
     click.echo(f"advice: {report['advice']}")
 
 
-@command.command("rmsd")
-@click.argument("input_path", metavar="INPUT")
-@click.option("--topology", "-t", required=True, help="Topology file read by MDAnalysis (PSF, GRO, TPR, PDB...); its atom count must match INPUT's.")
-@click.option("--select", "-s", default="name CA", show_default=True, help="MDAnalysis selection of the atoms superposed.")
-@click.option("--ref-frame", type=int, default=0, show_default=True, help="Reference frame (0-based; negative counts from the end).")
-@click.option("--engine", type=click.Choice(["blocks", "frames"]), default="blocks", show_default=True, help="blocks: blocks of frames read at once (H5MD: only the span of selected atoms) and a batched numpy kernel; frames: MDAnalysis iterated frame by frame as the papers did (each load timed as I/O, each rms.rmsd call as compute).")
-@click.option("--block-frames", type=click.IntRange(min=1), default=1024, show_default=True, help="Frames read and superposed at once per rank, bounding memory (blocks engine; for H5MD chunked by several frames, rounded down to whole chunks, at least one).")
+@click.command("rmsd")
+@click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
+@click.option("--topology", "-t", required=True, metavar="FILE", help="Topology read by MDAnalysis (PSF, GRO, TPR, PDB...); its atom count must match INPUT's.")
+@click.option("--select", "-s", default="name CA", show_default=True, metavar="SEL", help="Fit group: an MDAnalysis selection, or with -n a group of the index file (name or number). Evaluated on the reference frame's coordinates (and box) from the trajectory, as MDAnalysis evaluates it on the current frame.")
+@click.option("--calc-select", multiple=True, metavar="SEL", help="Further RMSD group, measured after the fit on --select without refitting (MDAnalysis's groupselections, gmx rms's calc group); repeat for several. Selection or index group.")
+@click.option("--index", "-n", default=None, metavar="NDX", help="GROMACS index file; --select and --calc-select may name its groups by name or number (from 0, as gmx lists them).")
+@click.option("--weights", type=click.Choice(["none", "mass"]), default="none", show_default=True, help="mass: mass-weighted fit and RMSD (MDAnalysis weights='mass'; gmx rms's default -mw). none: unweighted (MDAnalysis's default, gmx rms -nomw).")
+@click.option("--reference", default=None, metavar="FILE", help="Structure file (PDB, GRO, ...) holding the reference, as gmx rms -s; selections are evaluated on it and on the trajectory's first frame. Default: --ref-frame of the trajectory.")
+@click.option("--ref-frame", type=int, default=None, help="Reference frame of the trajectory (0-based; negative counts from the end). Default: 0.")
+@click.option("--group", default=None, metavar="NAME", help="H5MD particle group to read. Default: the first listed under /particles, the one MDAnalysis reads.")
+@click.option("--start", type=int, default=None, help="First frame analysed (0-based, negative from the end), as MDAnalysis run(start=...). Default: 0.")
+@click.option("--stop", type=int, default=None, help="Frame to stop before (exclusive). Default: the end.")
+@click.option("--step", type=click.IntRange(min=1), default=None, help="Analyse every STEP-th frame. Default: 1.")
+@click.option("-b", "begin", type=float, default=None, metavar="PS", help="First time analysed, in ps (gmx -b): frames with time >= B. Not with --start/--stop/--step.")
+@click.option("-e", "end", type=float, default=None, metavar="PS", help="Last time analysed, in ps (gmx -e): frames with time <= E.")
+@click.option("--dt", type=click.FloatRange(min=0, min_open=True), default=None, metavar="PS", help="Only frames whose time is a whole multiple of DT ps (gmx -dt).")
+@click.option("--engine", type=click.Choice(["blocks", "frames"]), default="blocks", show_default=True, help="blocks: blocks of frames read at once (H5MD: only the span of the atoms used) and a batched numpy kernel; frames: MDAnalysis iterated frame by frame as the papers did (each load timed as I/O, each superposition as compute).")
+@click.option("--block-frames", type=click.IntRange(min=1), default=1024, show_default=True, help="Frames read and superposed at once per rank, bounding memory (capped at the frames a rank reads; for H5MD chunked by several frames, whole chunks, at least one).")
+@click.option("--compute-load", type=click.IntRange(min=1), default=1, show_default=True, help="Repeat each superposition K times, as paper 000's 40x/70x/100x RMSD loads: raises the compute/I-O ratio to see how the advice and the scaling change.")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="Number of runs; the report's headline is the fastest, every run is kept.")
-@click.option("--out", "out_path", default=None, help="Write the JSON report here (per-rank timings in seconds, stragglers, compute/I-O ratio, advice).")
-@click.option("--rmsd-out", default=None, help="Write the RMSD array (frame, time in ps, RMSD in Angstrom) as .npy or .csv.")
-@click.option("--plot", "plot_path", default=None, help="Draw per-rank stacked bars of the phases of the fastest run (.png/.pdf/.svg; needs matplotlib, the 'plot' extra).")
+@click.option("--out", "out_path", default=None, metavar="FILE.json", help="Write the JSON report here (per-rank timings in seconds, bytes read, stragglers, compute/I-O ratio, advice, provenance).")
+@click.option("--rmsd-out", default=None, metavar="FILE", help="Write the RMSDs (frame, time, fit group, then each --calc-select group) as .npy, .csv or GROMACS .xvg.")
+@click.option("--time-unit", type=click.Choice(["ps", "ns"]), default="ps", show_default=True, help="Time unit of --rmsd-out (gmx rms -tu).")
+@click.option("--rmsd-unit", type=click.Choice(["A", "nm"]), default="A", show_default=True, help="RMSD unit of --rmsd-out: Angstrom (MDAnalysis) or nm (gmx rms).")
+@click.option("--plot", "plot_path", default=None, metavar="FILE", help="Draw per-rank bars of the phases of the fastest run, waiting shown apart (.png/.pdf/.svg; needs matplotlib, the 'plot' extra).")
 @click.option("--force", "-f", is_flag=True, help="Replace existing --out, --rmsd-out and --plot files.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of the table.")
 @click.option("--progress/--no-progress", default=None, help="Accepted for symmetry with other commands; the benchmark shows no bar (it would disturb the timings).")
-def rmsd_command(input_path, topology, select, ref_frame, engine, block_frames, repeat, out_path, rmsd_out, plot_path, force, as_json, progress):
-    """C-alpha RMSD after optimal superposition, split over ranks, every phase timed.
+def rmsd_command(inputs, topology, select, calc_select, index, weights, reference, ref_frame, group, start, stop,
+                 step, begin, end, dt, engine, block_frames, compute_load, repeat, out_path, rmsd_out, time_unit,
+                 rmsd_unit, plot_path, force, as_json, progress):
+    """RMSD after optimal superposition, frames split over MPI ranks, every phase timed.
 
-    INPUT is an H5MD file (read with MPI-IO on several ranks), an XTC/TRR/DCD file (one shared
-    file; rank 0 scans the offsets), or a split manifest.json (each rank opens only the parts
-    holding its frames). The RMSD equals MDAnalysis's rms.RMSD(u, select=SEL).run().
+    INPUT is an H5MD file (read with MPI-IO on several ranks), one or several XTC/TRR/DCD
+    files (segments of one trajectory, shared by all ranks; rank 0 scans the offsets), or a
+    split manifest.json or its directory (ranks read whole parts when their count divides
+    the parts'). The RMSDs equal MDAnalysis's rms.RMSD(u, select=SEL, groupselections=...,
+    weights=..., ref_frame=...).run(start, stop, step), and gmx rms with the same groups.
 
-    Per rank, in seconds: t_init_top (topology), t_init_traj (opening the trajectory), t_io,
-    t_compute, t_wait (barrier after the loop: the straggler signal), t_comm (Gatherv of the
-    results to rank 0), t_total. Run it under mpirun/srun for several ranks.
+    Per rank, in seconds, adding up to t_total: t_init_top (topology, selections, reference;
+    on ranks other than 0 the wait for rank 0 doing it), t_init_traj (opening the
+    trajectory), t_io, t_compute, t_wait (barrier after the loop), t_comm (broadcasts and
+    the Gatherv of the results). Stragglers are judged on work = total - wait - comm.
+
+    \b
+    Examples:
+      h5mdtool bench rmsd md.h5md -t md.psf
+      mpirun -n 8 h5mdtool bench rmsd md.h5md -t md.tpr --repeat 3 --out rmsd-8.json
+      mpirun -n 4 h5mdtool bench rmsd parts/ -t md.tpr --engine frames
+      h5mdtool bench rmsd run1.xtc run2.xtc -t md.tpr -n index.ndx -s Backbone \\
+          --calc-select Protein --weights mass -b 1000 --dt 10 --rmsd-out rmsd.xvg --rmsd-unit nm
+      h5mdtool bench rmsd md.h5md -t md.tpr --reference start.pdb --compute-load 40
     """
     from ..bench import bench_rmsd
     from ..mpi import resolve, root_call
+    from ..rmsd_output import output_format
 
     comm = resolve()
-    if rmsd_out is not None and not rmsd_out.endswith((".npy", ".csv")):
-        raise mark_collective(UsageError("--rmsd-out must end in .npy or .csv"))
+    if rmsd_out is not None:
+        try:
+            fmt = output_format(rmsd_out)
+        except UsageError as error:
+            raise mark_collective(error)
     # before the run, so a long benchmark is not lost to an unwritable output
-    root_call(comm, _check_outputs, (out_path, rmsd_out, plot_path), (input_path, topology), force, plot_path)
-    result = bench_rmsd(input_path, topology, comm=comm, select=select, ref_frame=ref_frame,
-                        block_frames=block_frames, repeat=repeat, engine=engine)
+    root_call(comm, _check_outputs, (out_path, rmsd_out, plot_path), (*inputs, topology), force, plot_path)
+    result = bench_rmsd(list(inputs), topology, comm=comm, select=select, calc_select=calc_select, index=index,
+                        weights=None if weights == "none" else weights, reference=reference, ref_frame=ref_frame,
+                        start=start, stop=stop, step=step, begin=begin, end=end, dt=dt, group=group,
+                        block_frames=block_frames, compute_load=compute_load, repeat=repeat, engine=engine)
     if comm.rank != 0:
         return
     report = result["report"]
     if out_path:
         _save_json(report, out_path)
     if rmsd_out:
-        _save_rmsd(result["rmsd"], rmsd_out)
+        from ..rmsd_output import write_rmsd
+
+        command = report["provenance"]["command"]
+        _write_stream(rmsd_out, lambda handle: write_rmsd(handle, result["rmsd"], result["labels"], fmt, time_unit,
+                                                    rmsd_unit, command), binary=True)
     if plot_path:
-        from ..plots import image_format, plot_ranks
+        from ..plots import image_format, plot_ranks, rmsd_title
 
         best = report["runs"][report["best_repeat"]]
-        title = f"bench rmsd ({report['engine']}): {report['n_frames']} frames, {report['n_ranks']} ranks"
-        _write(plot_path, lambda temporary: plot_ranks(best, temporary, title, image_format(plot_path)))
+        _write(plot_path, lambda temporary: plot_ranks(best, temporary, rmsd_title(report), image_format(plot_path)))
     if as_json:
         emit_json(report)
         return
-    _print_table(report)
+    print_rmsd_report(report)
     values = result["rmsd"][:, 2]
+    written = [path for path in (out_path, rmsd_out, plot_path) if path]
     click.echo(f"rmsd: {len(values)} frames, mean {values.mean():.3f} A, max {values.max():.3f} A"
-               + "".join(f"; written to {path}" for path in (out_path, rmsd_out, plot_path) if path))
+               + (f"; written to {', '.join(written)}" if written else ""))
 
 
-@command.command("report")
+def _print_scaling(result):
+    from ..timing import PHASES
+
+    context, baseline = result["context"], result["baseline"]
+    click.echo(f"bench report: {context['input']} ({context['format']}, {context['layout']}), engine "
+               f"{context['engine']}, fit {context['select']!r} ({context['n_selected']} atoms), weights "
+               f"{context['weights']}, {context['n_frames']} frames, compute load {context['compute_load']}")
+    if baseline["measured"]:
+        click.echo(f"baseline: the measured 1-rank run ({baseline['t_total']:.3f} s): S(N) = t(1) / t(N), E(N) = S(N) / N")
+    else:
+        click.echo(f"baseline: assumed (no 1-rank run): {baseline['n_ranks']} ranks taken as perfectly scaled, "
+                   f"S(N) = {baseline['n_ranks']} t({baseline['n_ranks']}) / t(N); S and E marked *")
+    mark = "" if baseline["measured"] else "*"
+    click.echo("ranks   total(s)    S(N)    E(N)" + "".join(f" {p[2:]:>9}" for p in PHASES) + "  max work  stragglers")
+    for row in result["rows"]:
+        click.echo(f"{row['n_ranks']:>5} {row['t_total']:>10.3f} {row['speedup']:>6.2f}{mark:1} {row['efficiency']:>6.2f}{mark:1}"
+                   + "".join(f" {row[p]:>9.3f}" for p in PHASES)
+                   + f" {row['max_work']:>9.3f}  {','.join(map(str, row['stragglers'])) or '-'}")
+
+
+def _print_layouts(result):
+    context = result["context"]
+    click.echo(f"bench report --layouts: engine {context['engine']}, fit {context['select']!r} "
+               f"({context['n_selected']} atoms), weights {context['weights']}, {context['n_frames']} frames, "
+               f"compute load {context['compute_load']}; per input: t_total (s), mean t_io (s), S(N)")
+    letters = {column["label"]: chr(ord("A") + number) for number, column in enumerate(result["inputs"])}
+    for column in result["inputs"]:
+        baseline = "measured 1-rank run" if column["baseline"]["measured"] else \
+            f"assumed: {column['baseline']['n_ranks']} ranks perfectly scaled (*)"
+        click.echo(f"  {letters[column['label']]}: {column['label']}; baseline {baseline}")
+    click.echo("ranks" + "".join(f" {letters[c['label']] + ' total':>10} {'io':>8} {'S(N)':>7}" for c in result["inputs"])
+               + "  fastest")
+    for row in result["rows"]:
+        cells = []
+        for column in result["inputs"]:
+            entry = row["by_input"].get(column["label"])
+            if entry is None:
+                cells.append(f" {'-':>10} {'-':>8} {'-':>7}")
+                continue
+            mark = "" if entry["baseline_measured"] else "*"
+            cells.append(f" {entry['t_total']:>10.3f} {entry['t_io']:>8.3f} {entry['speedup']:>6.2f}{mark:1}")
+        click.echo(f"{row['n_ranks']:>5}" + "".join(cells) + f"  {letters[row['fastest']]}")
+
+
+@click.command("report")
 @click.argument("runs", nargs=-1, required=True, metavar="RUN.json...")
-@click.option("--plot", "plot_path", default=None, help="Draw speed-up, efficiency and per-phase scaling (.png/.pdf/.svg; needs matplotlib, the 'plot' extra).")
-@click.option("--csv", "as_csv", is_flag=True, help="Print the table as CSV.")
+@click.option("--layouts", "layouts_mode", is_flag=True, help="Compare several inputs (one trajectory in different layouts or formats) at the same rank counts, side by side (paper 004's table), instead of one input's scaling.")
+@click.option("--plot", "plot_path", default=None, metavar="FILE", help="Draw the comparison (.png/.pdf/.svg; needs matplotlib, the 'plot' extra): speed-up and efficiency, and each phase, against ranks on log2 axes; with --layouts, each input's time against ranks.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print the table as CSV (seconds; one row per rank count, or per rank count and input with --layouts).")
+@click.option("--json", "as_json", is_flag=True, help="Print the combined table as one JSON document.")
 @click.option("--force", "-f", is_flag=True, help="Replace an existing --plot file.")
-def report_command(runs, plot_path, as_csv, force):
-    """Combine 'bench rmsd --out' reports of one input at different rank counts.
+def report_command(runs, layouts_mode, plot_path, as_csv, as_json, force):
+    """Combine 'bench rmsd --out' reports: scaling of one input, or inputs side by side.
 
-    Prints, per rank count, the fastest repeat's t_total (s), the speed-up S(N) = t1/tN, the
-    efficiency S/N and the mean time of each phase over ranks (s). Without a 1-rank run the
-    smallest rank count N0 is the baseline: S(N) = N0 t(N0) / t(N).
+    Reports are compared on resolved values: input content (sizes, layout), topology, atoms
+    picked, weights, reference, frames, engine, block size and compute load must agree
+    (else the command refuses and says what differs); paths, modification times and
+    software versions may differ and are listed as warnings.
+
+    Per rank count: the fastest run's t_total over repeats and reports (s), the speed-up
+    S(N) = t(1)/t(N) and efficiency E(N) = S(N)/N against the measured 1-rank run (without
+    one, marked * and "assumed": the smallest rank count N0 counts as perfectly scaled,
+    S(N) = N0 t(N0)/t(N)), the mean of each phase over ranks (s), the slowest rank's work
+    and the stragglers.
+
+    \b
+    Examples:
+      h5mdtool bench report rmsd-1.json rmsd-2.json rmsd-4.json --plot scaling.png
+      h5mdtool bench report reports/*.json --csv > scaling.csv
+      h5mdtool bench report chunked-*.json gzip-*.json xtc-*.json --layouts --plot layouts.png
     """
-    from ..bench import bench_report
-    from ..plots import PHASES
+    from ..bench_report import bench_report
+    from ..timing import PHASES
 
     if plot_path:
         _check_outputs((plot_path,), runs, force, plot_path)
-    rows = bench_report(runs)
-    columns = ["n_ranks", "t_total", "speedup", "efficiency", *PHASES]
-    if as_csv:
-        click.echo(",".join(columns))
-        for row in rows:
-            click.echo(",".join(f"{row[c]:.6g}" for c in columns))
+    result = bench_report(list(runs), layouts_mode=layouts_mode)
+    for warning in result["warnings"]:
+        click.echo(f"warning: {warning}", err=True)
+    if as_json:
+        emit_json(result)
+    elif as_csv and layouts_mode:
+        click.echo("n_ranks,input,t_total,t_io,speedup,efficiency,baseline_measured")
+        for row in result["rows"]:
+            for label, entry in row["by_input"].items():
+                click.echo(f"{row['n_ranks']},\"{label}\",{entry['t_total']:.6g},{entry['t_io']:.6g},"
+                           f"{entry['speedup']:.6g},{entry['efficiency']:.6g},{str(entry['baseline_measured']).lower()}")
+    elif as_csv:
+        columns = ["n_ranks", "t_total", "speedup", "efficiency", *PHASES, "max_work"]
+        click.echo(",".join(columns) + ",baseline_measured")
+        for row in result["rows"]:
+            click.echo(",".join(f"{row[c]:.6g}" for c in columns) + f",{str(row['baseline_measured']).lower()}")
+    elif layouts_mode:
+        _print_layouts(result)
     else:
-        click.echo("ranks   total(s)  speed-up  efficiency" + "".join(f" {p[2:]:>9}" for p in PHASES))
-        for row in rows:
-            click.echo(f"{row['n_ranks']:>5} {row['t_total']:>10.3f} {row['speedup']:>9.2f} {row['efficiency']:>11.2f}"
-                       + "".join(f" {row[p]:>9.3f}" for p in PHASES))
+        _print_scaling(result)
     if plot_path:
-        from ..plots import image_format, plot_scaling
+        from ..plots import image_format, plot_layouts, plot_scaling
 
-        title = f"bench rmsd scaling, {rows[0]['n_frames']} frames"
-        _write(plot_path, lambda temporary: plot_scaling(rows, temporary, title, image_format(plot_path)))
+        draw = plot_layouts if layouts_mode else plot_scaling
+        _write(plot_path, lambda temporary: draw(result, temporary, image_format(plot_path)))
+
+
+command.add_command(rmsd_command)
+command.add_command(report_command)

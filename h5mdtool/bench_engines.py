@@ -1,0 +1,155 @@
+"""The two ways ``bench rmsd`` reads and superposes a rank's frames.
+
+- ``blocks`` (:class:`BlocksEngine`): blocks of frames read at once from h5mdtool's sources
+  and the batched numpy kernel of :mod:`h5mdtool.rmsd`.
+- ``frames`` (:class:`FramesEngine`): MDAnalysis Universes read frame by frame and the same
+  calls MDAnalysis's ``rms.RMSD`` makes per frame (QCP, then the RMSD groups), as the papers
+  measured.
+
+Both walk the rank's frames in the blocks of :func:`frame_blocks`, charge reading to
+``t_io`` and the kernel to ``t_compute`` on the rank's :class:`~h5mdtool.timing.PhaseClock`,
+repeat the kernel ``compute_load`` times (paper 000's 40x/70x/100x RMSD loads), and call
+the test hook ``rmsd-block`` once per block while reading.
+"""
+
+import numpy as np
+
+from .rmsd import fit_rmsd, group_rmsd
+from .testhooks import delay
+
+
+def block_edges(start, stop, block_frames, chunk_frames=1):
+    """Blocks ``[(a, b), ...]`` tiling frames ``[start, stop)``.
+
+    With chunks of several frames, blocks are whole multiples of the chunk (at least one
+    chunk, even when that is more than *block_frames*) and end on chunk boundaries, so no
+    chunk is read, or decompressed, twice.
+    """
+    if chunk_frames > 1:
+        step = max(1, block_frames // chunk_frames) * chunk_frames
+        edges = list(range((start // step + 1) * step, stop, step))
+        bounds = [start, *edges, stop]
+    else:
+        bounds = [*range(start, stop, block_frames), stop]
+    return [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def frame_blocks(frames, block_frames, chunk_frames=1):
+    """Split a rank's *frames* (increasing numbers) into blocks: ``[(first row, frames), ...]``.
+
+    Consecutive frames are cut by :func:`block_edges` (on chunk boundaries); a strided or
+    irregular selection into groups of *block_frames* frames.
+    """
+    frames = np.asarray(frames, np.int64)
+    if len(frames) == 0:
+        return []
+    if frames[-1] - frames[0] + 1 == len(frames):
+        first = int(frames[0])
+        return [(a - first, frames[a - first:b - first])
+                for a, b in block_edges(first, int(frames[-1]) + 1, block_frames, chunk_frames)]
+    return [(row, frames[row:row + block_frames]) for row in range(0, len(frames), block_frames)]
+
+
+class BlocksEngine:
+    """Blocks of frames from an h5mdtool source, superposed by the batched kernel.
+
+    Parameters
+    ----------
+    source : frame source (:mod:`h5mdtool.frames`)
+    plan : h5mdtool.bench_setup.RmsdPlan
+    compute_load : int
+    """
+
+    def __init__(self, source, plan, compute_load=1):
+        self.source, self.plan, self.compute_load = source, plan, compute_load
+        scale = float(source.scale)  # Angstrom per unit of the source: superpose in its units
+        self.scale = scale
+        self.reference = plan.reference_fit / scale
+        self.group_references = [reference / scale for reference in plan.reference_groups]
+        self.weights = plan.fit_weights if plan.weighted else None
+        self.buffer = None
+
+    def read(self, frames):
+        """Positions (source units) and times of *frames*: one read when they are consecutive."""
+        first, last = int(frames[0]), int(frames[-1])
+        if last - first + 1 == len(frames):
+            return self.source.read(first, last + 1)
+        times = np.empty(len(frames))
+        for row, frame in enumerate(frames):
+            positions, time = self.source.read(int(frame), int(frame) + 1)
+            if self.buffer is None or len(self.buffer) < len(frames) or self.buffer.dtype != positions.dtype:
+                self.buffer = np.empty((len(frames),) + positions.shape[1:], positions.dtype)
+            self.buffer[row] = positions[0]
+            times[row] = time[0]
+        return self.buffer[:len(frames)], times
+
+    def compute(self, positions):
+        """RMSD (Angstrom) of each frame: fit group, then each RMSD group (k, 1 + groups)."""
+        plan = self.plan
+        fit = positions if plan.fit_columns is None else positions[:, plan.fit_columns]
+        out = np.empty((len(positions), 1 + len(plan.group_columns)))
+        for _ in range(self.compute_load):
+            if not plan.group_columns:
+                out[:, 0] = fit_rmsd(fit, self.reference, self.weights)
+                continue
+            out[:, 0], centres, rotation = fit_rmsd(fit, self.reference, self.weights, rotations=True)
+            for column, (atoms, reference, weights) in enumerate(
+                    zip(plan.group_columns, self.group_references, plan.group_weights), 1):
+                out[:, column] = group_rmsd(positions[:, atoms], reference, weights, centres, rotation)
+        return out * self.scale
+
+    def run(self, frames, results, clock, rank, block_frames):
+        """Fill *results* (rows of *frames*: time, RMSDs) block by block, charging *clock*."""
+        for row, block in frame_blocks(frames, block_frames, self.source.chunk_frames):
+            positions, times = self.read(block)
+            delay("rmsd-block", rank)
+            clock.charge("t_io")
+            rows = slice(row, row + len(block))
+            results[rows, 1] = times
+            results[rows, 2:] = self.compute(positions)
+            clock.charge("t_compute")
+
+
+class FramesEngine:
+    """MDAnalysis frame by frame, with the per-frame calls of MDAnalysis's ``rms.RMSD``."""
+
+    def __init__(self, source, plan, compute_load=1):
+        from MDAnalysis.lib import qcprot
+
+        self.source, self.plan, self.compute_load = source, plan, compute_load
+        self.qcp = qcprot.CalcRMSDRotationalMatrix
+        self.weights = plan.fit_weights if plan.weighted else None
+        self.reference = np.ascontiguousarray(plan.reference_fit, np.float64)
+
+    def compute(self, positions):
+        """RMSDs of one frame (Angstrom): QCP on the fit group, then the groups without refitting."""
+        from MDAnalysis.analysis.rms import rmsd
+
+        plan = self.plan
+        out = np.empty(1 + len(plan.group_columns))
+        rotation = np.zeros(9) if plan.group_columns else None
+        for _ in range(self.compute_load):
+            mobile = np.asarray(positions if plan.fit_columns is None else positions[plan.fit_columns], np.float64)
+            centre = np.average(mobile, axis=0, weights=self.weights)
+            mobile = mobile - centre
+            out[0] = self.qcp(self.reference, mobile, len(mobile), rotation, self.weights)
+            if rotation is None:
+                continue
+            matrix = rotation.reshape(3, 3)
+            for column, (atoms, reference, weights) in enumerate(
+                    zip(plan.group_columns, plan.reference_groups, plan.group_weights), 1):
+                moved = np.dot(np.asarray(positions[atoms], np.float64) - centre, matrix)
+                out[column] = rmsd(reference, moved, weights=weights if plan.weighted else None,
+                                   center=False, superposition=False)
+        return out
+
+    def run(self, frames, results, clock, rank, block_frames):
+        """Fill *results* frame by frame: each load is I/O, each kernel call compute."""
+        for row, block in frame_blocks(frames, block_frames):
+            delay("rmsd-block", rank)
+            for offset, frame in enumerate(block):
+                positions, time = self.source.frame(int(frame))
+                clock.charge("t_io")
+                results[row + offset, 1] = time
+                results[row + offset, 2:] = self.compute(positions)
+                clock.charge("t_compute")
