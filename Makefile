@@ -12,11 +12,11 @@ MPI_TIMEOUT ?= 1200
 DEMO_DIR ?= demo-output
 # Differential harness (tests/differential, docs/testing.md): cases of the fixed-seed
 # profile, cases of the long profile, and whether failures in the categories listed in
-# tests/differential/KNOWN.md fail the run (fail) or are only reported (skip). Set
-# DIFF_KNOWN=fail once KNOWN.md is empty.
+# tests/differential/KNOWN.md fail the run (fail) or are only reported (skip; for a
+# category still open).
 DIFF_EXAMPLES ?= 300
 FUZZ_EXAMPLES ?= 3000
-DIFF_KNOWN ?= skip
+DIFF_KNOWN ?= fail
 
 .PHONY: install demo test test-serial test-mpi test-differential fuzz bench bench-quick clean help
 

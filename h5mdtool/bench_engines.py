@@ -110,6 +110,10 @@ class BlocksEngine:
             clock.charge("t_compute")
 
 
+# Below this RMSD (A), or NaN, QCP's value and rotation are recomputed (see FramesEngine._svd_fit)
+UNRESOLVED_BELOW = 0.01
+
+
 class FramesEngine:
     """MDAnalysis frame by frame, with the per-frame calls of MDAnalysis's ``rms.RMSD``."""
 
@@ -133,15 +137,28 @@ class FramesEngine:
             centre = np.average(mobile, axis=0, weights=self.weights)
             mobile = mobile - centre
             out[0] = self.qcp(self.reference, mobile, len(mobile), rotation, self.weights)
+            matrix = None if rotation is None else rotation.reshape(3, 3)
+            if not out[0] >= UNRESOLVED_BELOW:
+                out[0], matrix = self._svd_fit(mobile)
             if rotation is None:
                 continue
-            matrix = rotation.reshape(3, 3)
             for column, (atoms, reference, weights) in enumerate(
                     zip(plan.group_columns, plan.reference_groups, plan.group_weights), 1):
                 moved = np.dot(np.asarray(positions[atoms], np.float64) - centre, matrix)
                 out[column] = rmsd(reference, moved, weights=weights if plan.weighted else None,
                                    center=False, superposition=False)
         return out
+
+    def _svd_fit(self, mobile):
+        """RMSD (A) and rotation of the centred *mobile* by the blocks engine's SVD kernel.
+
+        QCP takes the RMSD from the largest eigenvalue of its key matrix; for a frame at or
+        near the reference, and for a collinear (two-atom) fit group, that eigenvalue is a
+        near-double root its Newton iteration does not resolve: MDAnalysis reports up to
+        3e-3 A where the RMSD is 0, or NaN with a NaN rotation.
+        """
+        values, _, rotation = fit_rmsd(mobile[None], self.reference, self.weights, rotations=True)
+        return float(values[0]), rotation[0]
 
     def run(self, frames, results, clock, rank, block_frames):
         """Fill *results* frame by frame: each load is I/O, each kernel call compute."""

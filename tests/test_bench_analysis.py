@@ -168,6 +168,21 @@ def test_one_atom_fit_is_refused_and_one_atom_group_agrees(adk):
     assert np.abs(results[0][:, 3] - reference[:, 3]).max() < 1e-4
 
 
+@pytest.mark.parametrize("weights", [None, "mass"])
+def test_bench_frames_engine_qcp_nan_two_atom_fit_is_zero_at_the_reference(adk, weights):
+    # MDAnalysis's QCP gives 2e-3 A (it has given NaN) for the reference frame itself when the
+    # fit group is two atoms; the frames engine recomputes such values from QCP's rotation
+    select = "resid 10 and name CA or resid 11 and name CA"
+    # (RMSD groups after a collinear fit are not defined: any turn about the line fits)
+    results = {engine: bench_rmsd(adk[1], adk[0], select=select, weights=weights, ref_frame=7, engine=engine)["rmsd"]
+               for engine in ("blocks", "frames")}
+    reference = mdanalysis_rmsd(*adk, select=select, weights=weights, ref_frame=7)
+    others = np.delete(np.arange(len(reference)), 7)
+    for engine, rmsd in results.items():
+        assert rmsd[7, 2] < 1e-6, (engine, rmsd[7])
+        assert np.abs(rmsd[others, 2] - reference[others, 2]).max() < 1e-4, engine
+
+
 # --- frames analysed ---------------------------------------------------------------------------
 
 @pytest.mark.mpi

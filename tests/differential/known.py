@@ -27,35 +27,7 @@ class Category:
         return self.predicate is None or bool(self.predicate(case))
 
 
-# -- predicates on cases ----------------------------------------------------------------
-
-def _partial_fields(case):
-    """Velocities or forces (or positions) in some frames only, in the joined trajectory."""
-    names = ("has_positions", "has_velocities", "has_forces")
-    for name in names:
-        masks = [getattr(s, name) for s in case.segments]
-        present = [m for m in masks if m is not None]
-        if present and (len(present) < len(masks) or not all(m.all() for m in present)):
-            return True
-    return False
-
-
-def _bench_ref_out_of_range(case):
-    if case.command != "bench":
-        return False
-    n = case.segments[0].n_frames
-    return not -n <= case.options.get("ref_frame", 0) < n
-
-
-CATEGORIES = (
-    Category("bench-frames-engine-qcp-nan", r"bench-rmsd",
-             lambda case: case.command == "bench" and case.options.get("engine") == "frames"),
-    Category("bench-frames-without-positions-crash", r"crash:NoDataError|pool-died|abort|cli-.*",
-             lambda case: case.command == "bench" and _partial_fields(case)),
-    Category("bench-ref-frame-out-of-range-crash",
-             r"pool-died|pool-died-after-earlier-cases|abort|crash:.*|cli-exit-status|cli-error-lines|cli-crash",
-             _bench_ref_out_of_range),
-)
+CATEGORIES = ()  # none: every failure fails the fixed-seed profile
 
 
 def classify(case, failure):

@@ -4,8 +4,9 @@
 hand (the smallest input showing the failure), runs it like any drawn case and prints its
 failures with the reproduction lines; the inputs stay in the kept directory it prints.
 Without NAME it runs all of them; a category whose case passes is reported as fixed.
-The bench crash with an out-of-range reference frame depends on the XTC's bytes: its input
-is tests/differential/data/bench-ref-frame-crash.xtc (see KNOWN.md).
+The bench crash with an out-of-range reference frame depended on the XTC's bytes: its
+input, tests/differential/data/bench-ref-frame-crash.xtc, is a regression test of
+tests/test_bench.py.
 """
 
 import shutil
@@ -103,8 +104,10 @@ def recipes():
                                    "two DCD segments with a gap in steps, one part"),
         "validate-misses-nan-inf": (Case("validate", [_dcd(0)], NAMES, {"mutation": {"field": "positions", "frame": 1, "atom": 0, "axis": 0, "value": "nan"}}),
                                     "DCD source, copy with one NaN"),
-        "bench-frames-engine-qcp-nan": (Case("bench", [_xtc()], NAMES, {"select": "index 0", "ref_frame": 0, "engine": "frames", "block_frames": 8, "input": "source"}),
-                                        "one atom, engine frames"),
+        "bench-frames-engine-qcp-nan": (Case("bench", [_xtc()], NAMES, {"select": "index 0:1", "ref_frame": 0, "engine": "frames", "block_frames": 8, "input": "source"}),
+                                        "two atoms, the reference frame itself, engine frames"),
+        "bench-one-atom-refused": (Case("bench", [_xtc()], NAMES, {"select": "index 0", "ref_frame": 0, "engine": "frames", "block_frames": 8, "input": "source"}),
+                                   "one atom: refused in one line"),
         "bench-frames-without-positions-crash": (Case("bench", [no_positions], NAMES, {"select": "name CA", "ref_frame": 1, "engine": "frames", "block_frames": 8, "input": "source"}),
                                                  "TRR frame 1 without positions, engine frames"),
     }

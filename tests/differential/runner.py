@@ -184,6 +184,9 @@ def _bench_plan(case, expected):
         raise oracle.Refusal(f"--ref-frame {options['ref_frame']} outside {n} frames")
     result = Plan("succeed", expected=expected)
     result.atoms = np.arange(expected.n_atoms) if atoms is None else atoms
+    if len(result.atoms) < 2:
+        # bench rmsd's policy: a superposition needs two atoms (MDAnalysis's QCP gives NaN)
+        raise oracle.Refusal(f"--select {options['select']!r} picks one atom: nothing to superpose")
     reasons = []
     if not expected.positions.mask.all():
         reasons.append("frames without positions")
