@@ -110,8 +110,10 @@ class BlocksEngine:
             clock.charge("t_compute")
 
 
-# Below this RMSD (A), or NaN, QCP's value and rotation are recomputed (see FramesEngine._svd_fit)
-UNRESOLVED_BELOW = 0.01
+# Below this fraction of the reference fit group's radius of gyration, or NaN, QCP's RMSD
+# and rotation are recomputed (see FramesEngine._svd_fit): its eigenvalue near a double root
+# is resolved to about 1e-8 of the group's squared size, 1e-4 of its size in RMSD
+UNRESOLVED_RELATIVE = 1e-3
 
 
 class FramesEngine:
@@ -124,6 +126,8 @@ class FramesEngine:
         self.qcp = qcprot.CalcRMSDRotationalMatrix
         self.weights = plan.fit_weights if plan.weighted else None
         self.reference = np.ascontiguousarray(plan.reference_fit, np.float64)
+        size = np.sqrt(np.average(np.sum(self.reference**2, axis=1), weights=self.weights))
+        self.unresolved_below = UNRESOLVED_RELATIVE * size
 
     def compute(self, positions):
         """RMSDs of one frame (Angstrom): QCP on the fit group, then the groups without refitting."""
@@ -138,7 +142,7 @@ class FramesEngine:
             mobile = mobile - centre
             out[0] = self.qcp(self.reference, mobile, len(mobile), rotation, self.weights)
             matrix = None if rotation is None else rotation.reshape(3, 3)
-            if not out[0] >= UNRESOLVED_BELOW:
+            if not out[0] >= self.unresolved_below:
                 out[0], matrix = self._svd_fit(mobile)
             if rotation is None:
                 continue
@@ -154,8 +158,9 @@ class FramesEngine:
 
         QCP takes the RMSD from the largest eigenvalue of its key matrix; for a frame at or
         near the reference, and for a collinear (two-atom) fit group, that eigenvalue is a
-        near-double root its Newton iteration does not resolve: MDAnalysis reports up to
-        3e-3 A where the RMSD is 0, or NaN with a NaN rotation.
+        near-double root its Newton iteration does not resolve: MDAnalysis reports 2e-3 A
+        (AdK, two C-alpha atoms) or 0.5 A (two atoms 6000 A apart) where the RMSD is 0, or
+        NaN with a NaN rotation.
         """
         values, _, rotation = fit_rmsd(mobile[None], self.reference, self.weights, rotations=True)
         return float(values[0]), rotation[0]

@@ -183,6 +183,19 @@ def test_bench_frames_engine_qcp_nan_two_atom_fit_is_zero_at_the_reference(adk, 
         assert np.abs(rmsd[others, 2] - reference[others, 2]).max() < 1e-4, engine
 
 
+def test_bench_frames_engine_qcp_far_atoms_zero_at_the_reference():
+    # the differential harness's case: two atoms 9000 A apart, where MDAnalysis's QCP gives
+    # 0.52 A for the reference frame itself (an absolute threshold of 0.01 A missed it)
+    data = os.path.join(os.path.dirname(__file__), "differential", "data")
+    xtc, pdb = (os.path.join(data, "bench-qcp-far-atoms." + ext) for ext in ("xtc", "pdb"))
+    reference = mdanalysis_rmsd(pdb, xtc, select="name CA or name C")
+    assert reference[0, 2] > 0.1  # MDAnalysis's own value, unresolved
+    for engine in ("blocks", "frames"):
+        rmsd = bench_rmsd(xtc, pdb, select="name CA or name C", engine=engine, block_frames=52)["rmsd"]
+        assert rmsd[0, 2] < 1e-3, (engine, rmsd[0])  # float64 cancellation at 5000 A: 1e-4 A
+        assert np.allclose(rmsd[1:, 2], reference[1:, 2], atol=0.02), engine  # float32 at 5000 A
+
+
 # --- frames analysed ---------------------------------------------------------------------------
 
 @pytest.mark.mpi
