@@ -1,4 +1,4 @@
-"""Layout table (issue 6), like paper 004's: size and read time of one trajectory stored
+"""Layout table (issue 6), like Jakupovic & Beckstein 2021's: size and read time of one trajectory stored
 several ways, serial and on 2 ranks, with the XTC beside them.
 
 For the 9800-frame AdK trajectory (100x; ``--repeats 600`` for the long one): h5py

@@ -1,6 +1,6 @@
 """``h5mdtool bench rmsd``: the papers' parallel RMSD benchmark, timed per rank.
 
-Split-apply-combine as in paper 000 (sections 3 and 5) and paper 004. Each run:
+Split-apply-combine as in Khoshlessan et al. 2020 (sections 3 and 5) and Jakupovic & Beckstein 2021. Each run:
 
 1. rank 0 inspects the input (format, frame count, XTC/TRR offsets, parts) and broadcasts
    it (:mod:`h5mdtool.bench_input`);
@@ -28,9 +28,10 @@ from .bench_setup import AnalysisOptions, plan_analysis
 from .errors import UsageError, mark_collective
 from .mpi import abort_unless_collective, entry_point, root_call
 from .partition import partition_frames
+from .references import cite
 from .timing import PhaseClock, find_stragglers
 
-#: Compute-to-I/O ratio from which paper 000's Heuristic 1 applies (its text lost the symbol
+#: Compute-to-I/O ratio from which Khoshlessan et al. 2020's Heuristic 1 applies (its text lost the symbol
 #: of the threshold, "much larger than 1"; its compute-bound workloads had ratios of 11, 19
 #: and 27, the plain RMSD task about 0.3).
 COMPUTE_BOUND_RATIO = 10.0
@@ -57,7 +58,8 @@ def gather_rows(comm, rows, counts):
 
 
 def advice(ratio, kind=None):
-    """Paper 000's guidance (section 8) for a compute-to-I/O ratio, for this kind of input.
+    """Khoshlessan et al. 2020's guidance (section 8) for a compute-to-I/O ratio, for this kind
+    of input, ending with the paper's full citation.
 
     Parameters
     ----------
@@ -69,29 +71,33 @@ def advice(ratio, kind=None):
     """
     if ratio is None:
         return "no I/O time measured"
+    return f"{_guidance(ratio, kind)} [{cite('khoshlessan2020')}]"
+
+
+def _guidance(ratio, kind):
     if ratio >= COMPUTE_BOUND_RATIO:
         return (
             f"compute-bound (compute/I-O = {ratio:.1f}): one shared trajectory file can be used, "
-            "with reasonable scaling to about 50 cores (paper 000, Heuristic 1); beyond that "
+            "with reasonable scaling to about 50 cores (Khoshlessan et al. 2020, Heuristic 1); beyond that "
             "read H5MD with MPI-IO or split the trajectory (Heuristic 2)"
         )
     bound = f"I/O-bound (compute/I-O = {ratio:.2f}): "
     if kind == "H5MD":
         return bound + (
             "this input is already H5MD, the paper's best option: read with MPI-IO through "
-            "parallel HDF5 it scaled to hundreds of cores (paper 000, Heuristic 2.1). If t_io "
+            "parallel HDF5 it scaled to hundreds of cores (Khoshlessan et al. 2020, Heuristic 2.1). If t_io "
             "stops falling as ranks are added, check the layout ('h5mdtool info', 'h5mdtool "
             "validate': one-frame chunks, stripe count; gzip costs decompression on every rank)"
         )
     if kind == "split":
         return bound + (
-            "this input is already split into parts (paper 000, Heuristic 2.2: reasonable "
+            "this input is already split into parts (Khoshlessan et al. 2020, Heuristic 2.2: reasonable "
             "scaling to under 200 cores); to go further, convert it to H5MD ('h5mdtool "
             "convert') and read it with MPI-IO (Heuristic 2.1: hundreds of cores)"
         )
     return bound + (
         "avoid one shared trajectory file: convert it to H5MD ('h5mdtool convert') and read "
-        "it with MPI-IO through parallel HDF5 (paper 000, Heuristic 2.1: scales to hundreds "
+        "it with MPI-IO through parallel HDF5 (Khoshlessan et al. 2020, Heuristic 2.1: scales to hundreds "
         "of cores), or split it into one file per rank ('h5mdtool split', Heuristic 2.2: "
         "to under 200 cores)"
     )
@@ -174,7 +180,7 @@ def summarise(records, kind=None):
     dict
         ``t_total`` (the slowest rank), ``ranks``, ``stragglers`` (judged on each rank's
         work before waiting, :func:`h5mdtool.timing.find_stragglers`), ``ratio_compute_io``
-        (sum of compute over sum of I/O, paper 000's Eq. 7, None without I/O time),
+        (sum of compute over sum of I/O, Khoshlessan et al. 2020's Eq. 7, None without I/O time),
         ``ratio_compute_comm`` (its Eq. 8) and ``advice`` for that ratio and *kind* of input.
     """
     io, compute = sum(r["t_io"] for r in records), sum(r["t_compute"] for r in records)
@@ -239,7 +245,7 @@ def bench_rmsd(inputs, topology, *, comm=None, select="name CA", calc_select=(),
         Frames read and superposed at once per rank (memory bound; capped at the rank's
         frames); for H5MD files chunked by several frames, whole chunks (at least one).
     compute_load : int
-        Repeat each kernel call this many times (paper 000's 40x/70x/100x RMSD loads).
+        Repeat each kernel call this many times (Khoshlessan et al. 2020's 40x/70x/100x RMSD loads).
     repeat : int
         Number of runs; each gets its own per-rank records.
     engine : {"blocks", "frames"}

@@ -8,7 +8,7 @@
 
 Both walk the rank's frames in the blocks of :func:`frame_blocks`, charge reading to
 ``t_io`` and the kernel to ``t_compute`` on the rank's :class:`~h5mdtool.timing.PhaseClock`,
-repeat the kernel ``compute_load`` times (paper 000's 40x/70x/100x RMSD loads), and call
+repeat the kernel ``compute_load`` times (Khoshlessan et al. 2020's 40x/70x/100x RMSD loads), and call
 the test hook ``rmsd-block`` once per block while reading.
 """
 

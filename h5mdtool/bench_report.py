@@ -4,11 +4,11 @@ Two modes:
 
 - **scaling** (default): one input at several rank counts. Per rank count, the fastest run
   (over repeats and over reports made at that count), the mean of every phase over ranks,
-  and the speed-up S(N) = t(1) / t(N) and efficiency E(N) = S(N) / N (paper 004) relative
+  and the speed-up S(N) = t(1) / t(N) and efficiency E(N) = S(N) / N (Jakupovic & Beckstein 2021) relative
   to a *measured* 1-rank run. Without one, the smallest rank count N0 is assumed to scale
   perfectly, S(N) = N0 t(N0) / t(N), and the report says so ("assumed").
 - **layouts**: several inputs (the same trajectory in different layouts or formats) at the
-  same rank counts, side by side, as paper 004's table of files, so a user can pick a layout
+  same rank counts, side by side, as Jakupovic & Beckstein 2021's table of files, so a user can pick a layout
   from their own cluster's numbers.
 
 Reports are compared on resolved values, not the strings typed: input content (file sizes,
@@ -274,7 +274,7 @@ def bench_report(runs, layouts_mode=False):
         Paths of reports written by ``h5mdtool bench rmsd --out``, or report dicts
         (``bench_rmsd(...)["report"]``).
     layouts_mode : bool
-        Compare several inputs at the same rank counts (paper 004's table) instead of one
+        Compare several inputs at the same rank counts (Jakupovic & Beckstein 2021's table) instead of one
         input's scaling.
 
     Returns

@@ -33,8 +33,6 @@ ALIGNMENT_SAMPLE = 256
 #: at its largest value, in float32 or its own dtype if coarser: many writers keep time in
 #: float32 (XTC, TRR, MDAnalysis's H5MDWriter), and h5mdtool stores those values as float64.
 REGULAR_ULPS = 4
-#: How to get the filters h5py does not bundle.
-PLUGIN_HINT = "pip install hdf5plugin; import hdf5plugin"
 
 
 def missing_filters_note(dataset):
@@ -45,7 +43,7 @@ def missing_filters_note(dataset):
         return f"not shown because its filters cannot be read ({type(error).__name__})"
     if not missing:
         return None
-    return f"not shown because {', '.join(missing)} is not available ({PLUGIN_HINT})"
+    return f"not shown because {', '.join(missing)} is not available (pip install hdf5plugin; import hdf5plugin)"
 
 
 def _number(value, integer):
@@ -175,11 +173,13 @@ def describe_dataset(dataset, path=None):
     """Shape, dtype, chunks, filters, stored and raw bytes, and one-frame read cost of *dataset*."""
     shape = dataset.shape
     dtype = dataset.dtype
+    filters = lint.dataset_filters(dataset)
     record = {
         "shape": None if shape is None else [int(s) for s in shape],
         "dtype": str(dtype),
         "chunks": list(dataset.chunks) if dataset.chunks else None,
-        "filters": [name for _, name in lint.dataset_filters(dataset)],
+        "filters": [name for _, name in filters],
+        "plugin_filters": [name for code, name in filters if code in lint.HDF5PLUGIN_FILTERS],
         "raw_bytes": 0 if shape is None else math.prod(int(s) for s in shape) * dtype.itemsize,
         "stored_bytes": int(dataset.id.get_storage_size()),
     }
@@ -335,6 +335,9 @@ def describe_file(path):
     # keeps the most (compression, level, precision)
     fixes = {f.fix for f in report.findings if f.rule.startswith("LINT") and f.fix and f.fix.startswith("h5mdtool ")}
     result["fix_command"] = max(sorted(fixes), key=len) if fixes else None
+    plugins = {name for d in result["datasets"].values() for name in d.get("plugin_filters", ())}
+    result["plugin_filters"] = sorted(plugins)
+    result["plugin_hint"] = lint.PLUGIN_HINT if plugins else None
     return result
 
 

@@ -19,6 +19,16 @@ PLUGIN_FILTERS = {
     307: "bzip2", 32000: "lzf", 32001: "blosc", 32004: "lz4", 32008: "bitshuffle",
     32013: "zfp", 32015: "zstd", 32017: "sz", 32026: "blosc2",
 }
+#: Filters the hdf5plugin package provides (registers when imported), by code.
+try:
+    import hdf5plugin as _hdf5plugin
+
+    HDF5PLUGIN_FILTERS = {int(code): name for name, code in _hdf5plugin.FILTERS.items()}
+except ImportError:  # h5mdtool requires hdf5plugin; a broken install still lints
+    HDF5PLUGIN_FILTERS = {}
+#: How readers get hdf5plugin's filters (LINT006, info).
+PLUGIN_HINT = ("Python readers (MDAnalysis included): pip install hdf5plugin, then import hdf5plugin before opening; "
+               "h5dump and other HDF5 programs: export HDF5_PLUGIN_PATH=$(python -c 'import hdf5plugin; print(hdf5plugin.PLUGIN_PATH)')")
 #: Filters that change the stored bytes (a relayout should compress again).
 NOT_COMPRESSING = {2, 3, 5, 6}
 #: h5py's (and HDF5's) default chunk cache per open dataset.
@@ -131,10 +141,18 @@ def storage_of(dataset):
 
 
 def fix_for(file, storage):
-    """The relayout command for a dataset with *storage*, keeping its compression (gzip for any)."""
+    """The relayout command for a dataset with *storage*, keeping its compression.
+
+    gzip keeps its level; a codec of ``--compression`` (zstd, lz4, blosc2) is kept; any
+    other compressing filter becomes zstd.
+    """
+    from .codecs import CODECS
+
     compression = level = None
     if storage["compressed"]:
-        compression = "gzip"
+        codes = [code for code, _ in storage["filters"]]
+        named = [c.name for c in CODECS.values() if c.filter_id in codes and c.name != "lzf"]
+        compression = "gzip" if 1 in codes else (named[0] if named else "zstd")
         level = storage["level"]
     return relayout_command(file, compression, level, storage["precision"])
 
@@ -185,9 +203,14 @@ def lint_dataset(report, path, dataset, file):
                    f"filtered chunks of {chunks[0]} frames ({human(chunk_bytes)}) exceed the default {human(DEFAULT_CHUNK_CACHE)} chunk cache: "
                    f"reading frame by frame decompresses each chunk up to {chunks[0]} times (unless readers raise rdcc_nbytes)", fix)
     for code, name in storage["filters"]:
-        if code not in BUILTIN_FILTERS:
-            report.add("LINT004", path, f"{filter_label(code)} is not built into HDF5: every reader must install its plugin (h5py bundles lzf, other HDF5 programs do not)",
-                       relayout_command(file, "gzip", None, storage["precision"]))
+        if code in HDF5PLUGIN_FILTERS:
+            report.add("LINT006", path, f"{filter_label(code)} comes from hdf5plugin: {PLUGIN_HINT}",
+                       "none needed; for readers that cannot install plugins: "
+                       + relayout_command(file, "gzip", None, storage["precision"]))
+        elif code not in BUILTIN_FILTERS:
+            report.add("LINT004", path, f"{filter_label(code)} is neither built into HDF5 nor in hdf5plugin: every reader must find and install its plugin"
+                       + (" (h5py bundles lzf; C, Fortran and other HDF5 programs do not)" if code == 32000 else ""),
+                       relayout_command(file, "zstd", None, storage["precision"]))
     return storage
 
 

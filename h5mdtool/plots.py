@@ -68,7 +68,7 @@ def _rank_ticks(axes, ranks):
 
 
 def plot_ranks(run, path, title, fmt=None):
-    """Per-rank stacked bars of one run's phases (paper 000, figure 2d).
+    """Per-rank stacked bars of one run's phases (Khoshlessan et al. 2020, figure 2d).
 
     Each rank's work (topology, trajectory opening, I/O, compute) is stacked in colour;
     its waiting at the barrier and its communication sit on top in greys. Dashed lines mark

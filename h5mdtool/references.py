@@ -8,7 +8,7 @@ Short keys are used in code; :data:`CITATIONS` gives what messages print and
 CITATIONS = {
     "khoshlessan2020": ("Khoshlessan, Paraskevakos, Fox, Jha & Beckstein, \"Parallel performance of molecular "
                         "dynamics trajectory analysis\", Concurrency and Computation: Practice and Experience "
-                        "32(19):e5789 (2020), doi:10.1002/cpe.5789"),
+                        "32:e5789 (2020), doi:10.1002/cpe.5789"),
     "khoshlessan2017": ("Khoshlessan, Paraskevakos, Jha & Beckstein, \"Parallel Analysis in MDAnalysis using the "
                         "Dask Parallel Computing Library\", Proc. 16th Python in Science Conf. (SciPy 2017), "
                         "pp. 64-72, doi:10.25080/shinma-7f4c6e7-00a"),

@@ -1,6 +1,6 @@
 """Per-rank timing of the benchmark: phases that add up, stragglers and what made them slow.
 
-Paper 000 (section 5, figure 2d) and paper 004 (its table of timings) split each rank's time
+Khoshlessan et al. 2020 (section 5, figure 2d) and Jakupovic & Beckstein 2021 (its table of timings) split each rank's time
 into opening the topology and the trajectory, reading, computing, waiting for the other
 ranks and gathering the results. :class:`PhaseClock` charges every second of a rank's run to
 exactly one of those phases, so ``t_total`` is their sum, and :func:`find_stragglers` judges
@@ -17,11 +17,11 @@ PHASES = ("t_init_top", "t_init_traj", "t_io", "t_compute", "t_wait", "t_comm")
 #: Phases that are the rank's own work (the others are waiting for, or talking to, other ranks).
 WORK_PHASES = ("t_init_top", "t_init_traj", "t_io", "t_compute")
 
-#: Paper 000 section 2.1: "any component ... whose runtime exceeds a typical run time (for
+#: Khoshlessan et al. 2020 section 2.1: "any component ... whose runtime exceeds a typical run time (for
 #: example, 1.5 times the median runtime) can be considered a straggler".
 MEDIAN_FACTOR = 1.5
 
-#: Paper 000 section 6.1: "any MPI rank that took at least about twice as long as the group
+#: Khoshlessan et al. 2020 section 6.1: "any MPI rank that took at least about twice as long as the group
 #: of ranks that finished fastest".
 FASTEST_FACTOR = 2.0
 

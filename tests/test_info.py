@@ -66,6 +66,34 @@ def test_info_of_gzip_and_triclinic_kinds(tmp_path, adk):
     assert document["time"]["regular"] is True and document["n_frames"] == 98
 
 
+@pytest.mark.parametrize("compression", ["zstd", "blosc2", "lz4"])
+def test_info_names_plugin_filters_and_keeps_them_in_a_fix(tmp_path, adk, compression):
+    path = str(tmp_path / "plugin.h5md")
+    convert(adk[1], path, progress=False, compression=compression, chunk_frames=8)
+    document = info(path)
+    names = {"zstd": ["zstd"], "blosc2": ["blosc2"], "lz4": ["bitshuffle"]}[compression]
+    assert document["datasets"][f"/{TRAJ}/position/value"]["plugin_filters"] == names
+    assert document["plugin_filters"] == names and "HDF5_PLUGIN_PATH" in document["plugin_hint"]
+    assert {f["rule"] for f in document["findings"]} == {"LINT006"} and document["fix_command"] is None
+    text = CliRunner().invoke(cli, ["info", path]).output
+    assert f"filters from hdf5plugin ({names[0]}): Python readers" in text
+    assert "no errors or warnings" in text
+    # a layout fix keeps the codec rather than trading it for gzip
+    with h5py.File(path, "a") as handle:
+        value = handle[f"{TRAJ}/position/value"]
+        data, attrs = value[:], dict(value.attrs)
+        del handle[f"{TRAJ}/position/value"]
+        from h5mdtool.codecs import codec
+        import hdf5plugin  # noqa: F401
+        options = codec(compression)
+        dataset = handle.create_dataset(f"{TRAJ}/position/value", data=data, chunks=(8, 100, 3),
+                                        compression=options.filter_id, compression_opts=options.options(options.default_level))
+        dataset.attrs.update(attrs)
+    split_chunks = info(path)
+    assert "LINT001" in {f["rule"] for f in split_chunks["findings"]}
+    assert f"--compression {compression}" in split_chunks["fix_command"]
+
+
 def test_info_of_an_auto_chunked_file_and_its_fix(tmp_path, trr):
     path = str(tmp_path / "auto.h5md")
     with h5py.File(trr, "r") as src, h5py.File(path, "w") as dst:

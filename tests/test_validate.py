@@ -161,6 +161,8 @@ CORPUS = {
     "LINT002": lambda f: replace(f, f"{TRAJ}/velocity/value", data=f[f"{TRAJ}/velocity/value"][:], chunks=(1, 47681, 1)),
     "LINT003": lambda f: replace(f, f"{TRAJ}/velocity/value", data=f[f"{TRAJ}/velocity/value"][:], chunks=(4, 47681, 3), compression="gzip"),
     "LINT004": lambda f: replace(f, f"{TRAJ}/velocity/value", data=f[f"{TRAJ}/velocity/value"][:], chunks=(1, 47681, 3), compression="lzf"),
+    "LINT006": lambda f: replace(f, f"{TRAJ}/velocity/value", data=f[f"{TRAJ}/velocity/value"][:], chunks=(1, 47681, 3),
+                                 **__import__("hdf5plugin").Zstd(clevel=3)),
     "LINK001": lambda f: f.__setitem__("external", h5py.ExternalLink("elsewhere.h5", "/data")),
     "LINK002": lambda f: f[TRAJ].__setitem__("loop", h5py.SoftLink(f"/{TRAJ}/loop")),
 }

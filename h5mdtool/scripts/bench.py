@@ -130,7 +130,7 @@ def print_rmsd_report(report):
 @click.option("--dt", type=click.FloatRange(min=0, min_open=True), default=None, metavar="PS", help="Only frames whose time is a whole multiple of DT ps (gmx -dt).")
 @click.option("--engine", type=click.Choice(["blocks", "frames"]), default="blocks", show_default=True, help="blocks: blocks of frames read at once (H5MD: only the span of the atoms used) and a batched numpy kernel; frames: MDAnalysis iterated frame by frame as the papers did (each load timed as I/O, each superposition as compute).")
 @click.option("--block-frames", type=click.IntRange(min=1), default=1024, show_default=True, help="Frames read and superposed at once per rank, bounding memory (capped at the frames a rank reads; for H5MD chunked by several frames, whole chunks, at least one).")
-@click.option("--compute-load", type=click.IntRange(min=1), default=1, show_default=True, help="Repeat each superposition K times, as paper 000's 40x/70x/100x RMSD loads: raises the compute/I-O ratio to see how the advice and the scaling change.")
+@click.option("--compute-load", type=click.IntRange(min=1), default=1, show_default=True, help="Repeat each superposition K times, as the 40x/70x/100x RMSD loads of Khoshlessan et al., Parallel performance of molecular dynamics trajectory analysis, Concurrency Computat. Pract. Exper. 32:e5789 (2020), doi:10.1002/cpe.5789: raises the compute/I-O ratio to see how the advice and the scaling change.")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="Number of runs; the report's headline is the fastest, every run is kept.")
 @click.option("--out", "out_path", default=None, metavar="FILE.json", help="Write the JSON report here (per-rank timings in seconds, bytes read, stragglers, compute/I-O ratio, advice, provenance).")
 @click.option("--rmsd-out", default=None, metavar="FILE", help="Write the RMSDs (frame, time, fit group, then each --calc-select group) as .npy, .csv or GROMACS .xvg.")
@@ -253,7 +253,7 @@ def _print_layouts(result):
 
 @click.command("report")
 @click.argument("runs", nargs=-1, required=True, metavar="RUN.json...")
-@click.option("--layouts", "layouts_mode", is_flag=True, help="Compare several inputs (one trajectory in different layouts or formats) at the same rank counts, side by side (paper 004's table), instead of one input's scaling.")
+@click.option("--layouts", "layouts_mode", is_flag=True, help="Compare several inputs (one trajectory in different layouts or formats) at the same rank counts, side by side, like the table of files of Jakupovic & Beckstein, MPI-parallel Molecular Dynamics Trajectory Analysis with the H5MD Format in the MDAnalysis Python Package, SciPy 2021, doi:10.25080/majora-1b6fd038-005, instead of one input's scaling.")
 @click.option("--plot", "plot_path", default=None, metavar="FILE", help="Draw the comparison (.png/.pdf/.svg; needs matplotlib, the 'plot' extra): speed-up and efficiency, and each phase, against ranks on log2 axes; with --layouts, each input's time against ranks.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print the table as CSV (seconds; one row per rank count, or per rank count and input with --layouts).")
 @click.option("--json", "as_json", is_flag=True, help="Print the combined table as one JSON document.")

@@ -130,6 +130,8 @@ def print_info(result):
         echo(f"    {f['severity']} {f['rule']} {f['path']}: {f['message']}")
     if result.get("fix_command"):
         echo(f"  to fix the layout: {result['fix_command']}")
+    if result.get("plugin_filters"):
+        echo(f"  filters from hdf5plugin ({', '.join(result['plugin_filters'])}): {result['plugin_hint']}")
     if not shown:
         echo("  no errors or warnings: valid H5MD, readable by MDAnalysis, frame-shaped layout"
              + (f" ({notes} note(s): 'h5mdtool validate --notes')" if notes else ""))
