@@ -3,7 +3,9 @@
 * h5mdtool convert (serial, uncompressed, (1, N, 3) chunks) vs MDAnalysis's H5MDWriter writing
   the same layout: target >= 8x faster;
 * the same vs MDAnalysis merely iterating the XTC: target <= 1.25x its time;
-* gzip on 2 ranks vs 1 rank: target >= 1.6x faster;
+* every compressed layout on 2 ranks vs 1 rank: target >= 1.6x faster (gzip; zstd; the
+  default lossy layout, ``--precision 0.001``: int32 pm + zstd);
+* ``--compression zstd`` on 1 rank vs the serial uncompressed convert: target <= 1.5x;
 * peak memory for 600x vs 100x: target <= 1.2x.
 
 Next to the serial convert, in turn with it, a plain program writes the positions' bytes into
@@ -44,6 +46,14 @@ def convert_command(xtc, output, ranks=None, *options):
     return [MPIRUN, "-n", str(ranks)] + command if ranks else command
 
 
+#: Compressed layouts timed on 1 and 2 ranks, in turn.
+COMPRESSED = {
+    "gzip": ("--compression", "gzip"),
+    "zstd": ("--compression", "zstd"),
+    "precision": ("--precision", "0.001"),
+}
+
+
 def bench(repeats, repeat, gzip_repeat):
     xtc = repeated_xtc(repeats)
     top = topology()
@@ -64,17 +74,21 @@ def bench(repeats, repeat, gzip_repeat):
     print(f"  .. the machine's cost of writing the positions alone is "
           f"{result['write_only']['seconds'] / result['h5mdtool_serial']['seconds']:.0%} of h5mdtool's time", flush=True)
     result["mda_h5mdwriter"] = timed("MDAnalysis H5MDWriter, chunks (1, N, 3)", [sys.executable, "-c", MDA_H5MDWRITER, top, xtc, peer_out], outputs=[peer_out])
-    result.update(timed_interleaved([
-        ("gzip_1_rank", "h5mdtool convert --compression gzip, 1 rank", convert_command(xtc, out, 1, "--compression", "gzip")),
-        ("gzip_2_ranks", "h5mdtool convert --compression gzip, 2 ranks", convert_command(xtc, out, 2, "--compression", "gzip")),
-    ], gzip_repeat, outputs=[out]))
+    for name, options in COMPRESSED.items():
+        result.update(timed_interleaved([
+            (f"{name}_1_rank", f"h5mdtool convert {' '.join(options)}, 1 rank", convert_command(xtc, out, 1, *options)),
+            (f"{name}_2_ranks", f"h5mdtool convert {' '.join(options)}, 2 ranks", convert_command(xtc, out, 2, *options)),
+        ], gzip_repeat, outputs=[out]))
     remove(out)
     remove(peer_out)
     serial = result["h5mdtool_serial"]["seconds"]
     result["checks"] = [
         check("H5MDWriter time / h5mdtool time", result["mda_h5mdwriter"]["seconds"] / serial, 8.0),
         check("h5mdtool time / MDAnalysis iteration time", serial / result["mda_iterate"]["seconds"], 1.25, higher_is_better=False),
-        check("gzip speed-up, 2 ranks over 1", result["gzip_1_rank"]["seconds"] / result["gzip_2_ranks"]["seconds"], 1.6),
+        *(check(f"{name} speed-up, 2 ranks over 1", result[f"{name}_1_rank"]["seconds"] / result[f"{name}_2_ranks"]["seconds"], 1.6)
+          for name in COMPRESSED),
+        check("zstd convert (1 rank) / uncompressed serial convert", result["zstd_1_rank"]["seconds"] / serial, 1.5,
+              higher_is_better=False),
     ]
     return result
 
@@ -83,7 +97,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="100x trajectory only")
     parser.add_argument("--repeat", type=int, default=3, help="runs of the fast commands (median reported)")
-    parser.add_argument("--gzip-repeat", type=int, default=2, help="runs of each gzip command, 1 and 2 ranks in turn")
+    parser.add_argument("--gzip-repeat", type=int, default=2, help="runs of each compressed convert, 1 and 2 ranks in turn")
     args = parser.parse_args()
     document = {"machine": machine(), "runs": []}
     if document["machine"]["free_page_reporting"]:
