@@ -16,6 +16,7 @@ import numpy as np
 
 from .errors import InputError, UsageError, mark_collective
 from .formats import TrajectoryIndex, detect_format, scan, scan_segment
+from .formats.base import hdf5_open_error
 from .frames import (ManifestFrames, MDAnalysisFrames, Piece, TrajectoryFrames, checked_manifest, position_frames,
                      position_times)
 from .manifest import MANIFEST_NAME, is_manifest
@@ -240,7 +241,7 @@ def _h5md_input(path, index, n_frames):
             filters = [name for _, name in dataset_filters(value)]
             shuffle, scaleoffset, stored = bool(value.shuffle), value.scaleoffset, int(value.id.get_storage_size())
     except (OSError, KeyError, ValueError, TypeError) as error:
-        raise InputError(f"{path}: not a readable H5MD file ({str(error).splitlines()[0] if str(error) else type(error).__name__})") from None
+        raise hdf5_open_error(path, error) from None
     dtype = np.dtype(element["dtype"])
     layout = {
         "layout": "chunked" if chunks else "contiguous", "chunks": list(chunks) if chunks else None,

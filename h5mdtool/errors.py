@@ -58,3 +58,9 @@ class UnreadableError(InputError):
     """A file that cannot be read at all: missing, a directory, not HDF5, truncated (exit 2)."""
 
     exit_code = 2
+
+
+def locked_file_message(path):
+    """What to tell a user whose HDF5 file could not be opened because another process holds its lock."""
+    return (f"{path}: locked by another process (HDF5 file locking: is a program still writing it?); "
+            "on a file system without working locks set HDF5_USE_FILE_LOCKING=FALSE")

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from .errors import H5mdToolError, UnreadableError
+from .errors import H5mdToolError, UnreadableError, locked_file_message
 from .findings import ERROR, WARNING
 
 #: Root groups whose content H5MD defines (a broken soft link there is an error).
@@ -334,6 +334,8 @@ def open_hdf5(path):
     try:
         return h5py.File(path, "r")
     except Exception as error:  # noqa: BLE001 - every way of failing means "cannot be read"
+        if "unable to lock file" in reason(error).lower():
+            raise UnreadableError(locked_file_message(path)) from None
         raise UnreadableError(f"{path}: not a readable HDF5 file (empty, truncated or another format: {reason(error)})") from None
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, locked_file_message
 
 #: Per-atom fields a frame may hold, in the order h5mdtool writes them.
 ATOM_FIELDS = ("positions", "velocities", "forces")
@@ -42,11 +42,8 @@ def reason(error):
 def hdf5_open_error(path, error):
     """An :class:`InputError` for an HDF5 file h5py could not open, saying why in user terms."""
     text = reason(error)
-    if "lock" in text.lower():
-        return InputError(
-            f"{path}: locked by another process (HDF5 file locking: is a program still writing it?); "
-            "on a file system without working locks set HDF5_USE_FILE_LOCKING=FALSE"
-        )
+    if "unable to lock file" in text.lower():
+        return InputError(locked_file_message(path))
     return InputError(f"{path}: not a readable H5MD file ({text})")
 
 
