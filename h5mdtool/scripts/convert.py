@@ -10,7 +10,7 @@ from .options import (SIZE, atom_options, emit_json, field_options, frame_option
 
 @click.command("convert")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
-@click.option("--output", "-o", default=None, help="H5MD file to write (written under a temporary name, renamed when complete).")
+@click.option("--output", "-o", default=None, metavar="FILE", help="H5MD file to write (written under a temporary name, renamed when complete).")
 @click.option("--append", "append_to", default=None, metavar="FILE", help="Instead of --output: add the frames of INPUT... to FILE, an H5MD file written by h5mdtool, in its own layout. The frames must follow its last step (--on-overlap drop drops those that do not). Interrupted, FILE keeps its old frames: the new ones become visible all at once at the end.")
 @atom_options
 @frame_options
@@ -18,10 +18,10 @@ from .options import (SIZE, atom_options, emit_json, field_options, frame_option
 @segment_options
 @truncation_option
 @input_format_option("--format")
-@click.option("--group", default=None, help="H5MD input: the particle group to read. Default: the first one listed, the one MDAnalysis reads.")
+@click.option("--group", default=None, metavar="NAME", help="H5MD input: the particle group to read. Default: the first one listed, the one MDAnalysis reads.")
 @layout_options
 @click.option("--block-size", type=SIZE, default="32M", show_default=True, help="Memory for one block of frames (bytes, K/M/G); each rank holds two, decoding one while writing the other.")
-@click.option("--author", default=None, help="Author name recorded in /h5md/author. Default: the user name.")
+@click.option("--author", default=None, metavar="NAME", help="Author name recorded in /h5md/author. Default: the user name.")
 @run_options
 def command(inputs, output, append_to, topology, select, atom_indices_file, start, stop, step, velocities, forces, on_overlap, on_truncated,
             input_format, group, chunk_frames, precision, velocity_precision, force_precision, contiguous,

@@ -77,9 +77,9 @@ frame_options = compose(
 )
 
 atom_options = compose(
-    click.option("--topology", "-t", type=str, default=None, help="Topology file (PSF, GRO, PDB, TPR...): checked against the trajectory's atom count, used by --select, and stored in the output (species, mass, charge, id, bonds and the VMD structure module) so the file is self-contained."),
-    click.option("--select", "-s", type=str, default=None, help='MDAnalysis selection of the atoms to keep, e.g. "protein". Needs --topology, unless the input is an H5MD file carrying its own. Default: all atoms.'),
-    click.option("--atom-indices", "atom_indices_file", type=str, default=None, help="Text file of 0-based atom indices to keep (increasing; whitespace or commas), as mdconvert's -a; an alternative to --select that needs no topology."),
+    click.option("--topology", "-t", type=str, default=None, metavar="FILE", help="Topology file (PSF, GRO, PDB, TPR...): checked against the trajectory's atom count, used by --select, and stored in the output (species, mass, charge, id, bonds and the VMD structure module) so the file is self-contained."),
+    click.option("--select", "-s", type=str, default=None, metavar="SEL", help='MDAnalysis selection of the atoms to keep, e.g. "protein". Needs --topology, unless the input is an H5MD file carrying its own. Default: all atoms.'),
+    click.option("--atom-indices", "atom_indices_file", type=str, default=None, metavar="FILE", help="Text file of 0-based atom indices to keep (increasing; whitespace or commas), as mdconvert's -a; an alternative to --select that needs no topology."),
 )
 
 segment_options = compose(

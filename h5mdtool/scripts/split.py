@@ -15,7 +15,7 @@ H5MD_PART_PARAMETERS = ("chunk_frames", "precision", "velocity_precision", "forc
 @click.command("split")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
 @click.option("--nparts", "-n", type=click.IntRange(min=1), required=True, help="Number of parts (balanced: sizes differ by at most one frame). Independent of the number of ranks; at most the frame count.")
-@click.option("--output", "-o", required=True, help="Directory for the parts and manifest.json: created when missing, filled when empty (it keeps its permissions, group and Lustre striping), refused when not empty unless --force.")
+@click.option("--output", "-o", required=True, metavar="DIR", help="Directory for the parts and manifest.json: created when missing, filled when empty (it keeps its permissions, group and Lustre striping), refused when not empty unless --force.")
 @click.option("--format", "part_format", type=click.Choice(["same", "h5md"]), default="same", show_default=True, help="same: parts in the input's format, frames copied byte for byte (XTC, TRR, DCD); h5md: H5MD parts, shaped by the options below.")
 @segment_options
 @truncation_option

@@ -7,7 +7,7 @@ from .options import emit_json
 
 @click.command("topology")
 @click.argument("file", metavar="FILE")
-@click.option("--output", "-o", required=True, help="Topology file to write (.pdb, .gro or .psf).")
+@click.option("--output", "-o", required=True, metavar="FILE", help="Topology file to write (.pdb, .gro or .psf).")
 @click.option("--format", "fmt", type=click.Choice(["pdb", "gro", "psf"]), default=None, help="Output format. Default: from the output's extension.")
 @click.option("--frame", type=int, default=0, show_default=True, help="Frame whose positions go into PDB and GRO files (0-based; negative counts from the end).")
 @click.option("--force", "-f", is_flag=True, help="Replace an existing output.")
