@@ -65,7 +65,9 @@ class Plan:
 
 def layout_problem(options):
     """Why a layout option set is a usage error, or None (the documented rules)."""
-    compressed = options.get("compression", "none") != "none"
+    compression = options.get("compression", "none")
+    # auto: zstd with --precision, else no compression (issue 13's defaults)
+    compressed = compression not in ("none", "auto") or (compression == "auto" and options.get("precision") is not None)
     if options.get("contiguous") and compressed:
         return "--contiguous with --compression"
     if options.get("contiguous") and options.get("precision") is not None:
