@@ -280,6 +280,10 @@ def check_append_options(output, append, **layout_options):
     """
     if output is not None:
         raise UsageError("give --output or --append, not both")
-    given = sorted(name for name, value in layout_options.items() if value not in (None, False, "auto", 1))
+    exact = ("begin", "end", "dt", "index_file")  # any value, 0 and 1 included, is a choice
+    given = sorted(name for name, value in layout_options.items()
+                   if (value is not None if name in exact else value not in (None, False, "auto", 1)))
     if given:
-        raise UsageError(f"--append keeps the file's own layout; drop {', '.join('--' + g.replace('_', '-') for g in given)}")
+        spelled = {"begin": "-b", "end": "-e", "index_file": "-n/--index", "atom_indices_file": "--atom-indices"}
+        names = ", ".join(spelled.get(g, "--" + g.replace("_", "-")) for g in given)
+        raise UsageError(f"--append keeps the file's own layout; drop {names}")

@@ -155,13 +155,10 @@ def _weights(atoms, weighted, what):
 def select_frames(n_frames, options, times):
     """Frame numbers picked by ``--start/--stop/--step`` or by ``-b/-e/--dt`` (*times*: a
     callable returning every frame's time, called only for a time selection)."""
-    by_number = any(v is not None for v in (options.start, options.stop, options.step))
-    by_time = any(v is not None for v in (options.begin, options.end, options.dt))
-    if by_number and by_time:
-        raise UsageError("choose frames by number (--start/--stop/--step) or by time (-b/-e/--dt), not both")
-    if by_time:
-        from .frametimes import select_by_time
+    from .frametimes import by_time, check_one_selection, select_by_time
 
+    check_one_selection(options.start, options.stop, options.step, options.begin, options.end, options.dt)
+    if by_time(options.begin, options.end, options.dt):
         return select_by_time(times(), options.begin, options.end, options.dt)
     if options.step is not None and options.step < 1:
         raise UsageError(f"--step must be a positive number of frames, got {options.step}")

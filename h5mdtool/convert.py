@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .codecs import codec
-from .errors import InputError, OutputError, UsageError
+from .errors import InputError, OutputError
 from .formats.base import reason
-from .formats import check_trajectory, load_decoders, scan, select_frames
+from .formats import check_trajectory, load_decoders, scan
+from .frametimes import check_one_selection, describe_frames, select_trajectory_frames
+from .atomselect import resolve_atoms
 from .layout import Layout
 from .mpi import (
     abort_unless_collective,
@@ -48,7 +50,8 @@ class ConvertPlan:
 
     index: object
     layout: object
-    frames: range
+    #: Trajectory frame numbers written (increasing), chosen by number or by time.
+    frames: np.ndarray
     atom_indices: np.ndarray
     groups: list
     temporary: str
@@ -133,25 +136,22 @@ def layout_notes(layout):
     return notes
 
 
-def _plan(comm, inputs, output, *, topology, select, atom_indices_file, start, stop, step, velocities, forces,
-          on_overlap, on_truncated, format, group, force, layout, command):
+def _plan(comm, inputs, output, *, topology, select, index_file, atom_indices_file, start, stop, step, begin, end,
+          dt, velocities, forces, on_overlap, on_truncated, format, group, force, layout, command):
     """Rank 0: check the output, scan inputs, select atoms and frames, group the elements."""
+    check_one_selection(start, stop, step, begin, end, dt)
     check_output_file(output, inputs, force)
     index = scan(inputs, on_overlap=on_overlap, format=format, on_truncated=on_truncated, group=group)
     layout.resolve_precision(index)
-    selected = select_frames(index.n_frames, start, stop, step)
-    frames = np.arange(selected.start, selected.stop, selected.step, dtype=np.int64)
+    frames = select_trajectory_frames(index, start, stop, step, begin, end, dt)
     check_trajectory(index, frames)
     if not index.has("positions") or not index.fields["positions"][frames].any():
         raise InputError("no selected frame holds positions; h5mdtool writes trajectories of positions")
-    if select is not None and atom_indices_file is not None:
-        raise UsageError("give the atoms with --select or with --atom-indices, not both")
     if (select is not None or atom_indices_file is not None) and topology is None and len(inputs) == 1 \
             and index.formats == ["H5MD"] and carries_topology(inputs[0]):
         topology = inputs[0]  # the input carries its own topology: rewrite it for the atoms kept
-    _, atom_indices = select_atoms(topology, select, index.n_atoms)
-    if atom_indices_file is not None:
-        atom_indices = read_atom_indices(atom_indices_file, index.n_atoms)
+    _, atom_indices = resolve_atoms(index.n_atoms, topology=topology, select=select, index_file=index_file,
+                                    atom_indices_file=atom_indices_file)
     fields = ["positions"]
     if velocities and index.has("velocities") and index.fields["velocities"][frames].any():
         fields.append("velocities")
@@ -164,9 +164,10 @@ def _plan(comm, inputs, output, *, topology, select, atom_indices_file, start, s
     record = base_record(comm, command)
     record.update(
         inputs=index.describe(),
-        selection={"topology": topology, "select": select, "atom_indices_file": atom_indices_file,
+        selection={"topology": topology, "select": select, "index_file": index_file,
+                   "atom_indices_file": atom_indices_file,
                    "n_atoms": None if atom_indices is None else len(atom_indices)},
-        frames={"start": selected.start, "stop": selected.stop, "step": selected.step, "n_frames": len(frames)},
+        frames=describe_frames(index, frames, start, stop, step, begin, end, dt),
         fields=fields,
         elements=[{"fields": list(f), "n_frames": len(fr)} for f, fr in groups],
         boundary=index.boundary,
@@ -180,7 +181,7 @@ def _plan(comm, inputs, output, *, topology, select, atom_indices_file, start, s
     record["layout"] = layout.describe()
     notes += layout_notes(layout)
     return ConvertPlan(
-        index=index, layout=layout, frames=selected, atom_indices=atom_indices, groups=groups,
+        index=index, layout=layout, frames=frames, atom_indices=atom_indices, groups=groups,
         temporary=temporary_name(output), output=os.path.abspath(output), provenance=record, notes=notes,
         topology=topology,
     )
@@ -266,9 +267,9 @@ def _carry_over(plan, author):
     from .relayout import carry_over
 
     source = segments[0]
-    frames = plan.frames
-    every_frame = (frames.start, frames.stop, frames.step) == (0, plan.index.n_frames, 1) and not source.skip
-    steps = None if every_frame else plan.index.step[np.arange(frames.start, frames.stop, frames.step)]
+    frames = np.asarray(plan.frames, np.int64)
+    every_frame = len(frames) == plan.index.n_frames and not source.skip
+    steps = None if every_frame else plan.index.step[frames]
     return carry_over(source.path, plan.temporary, source.details["group"], steps=steps,
                       atoms=plan.atom_indices, n_atoms=plan.index.n_atoms, keep_author=author is not None,
                       layout=plan.layout)
@@ -330,8 +331,8 @@ def write_h5md_file(path, plan, *, comm, bar, block_bytes=DEFAULT_BLOCK_BYTES, a
 
 
 @entry_point
-def convert(inputs, output, *, comm=None, topology=None, select=None, atom_indices_file=None, start=None, stop=None,
-            step=None, velocities=True, forces=True, on_overlap="error", on_truncated="error",
+def convert(inputs, output, *, comm=None, topology=None, select=None, index_file=None, atom_indices_file=None,
+            start=None, stop=None, step=None, begin=None, end=None, dt=None, velocities=True, forces=True, on_overlap="error", on_truncated="error",
             format=None, group=None, chunk_frames=None, contiguous=False, compression="auto",
             compression_level=None, shuffle=None, precision=None, velocity_precision=None,
             force_precision=None, stripe_count=None, stripe_size=None, force=False, progress=None,
@@ -358,10 +359,19 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, atom_indic
     topology, select : str, optional
         Write only the atoms matched by the MDAnalysis selection *select* in *topology*; the
         topology of the atoms written is stored in the file (``h5mdtool topology`` reads it).
+    index_file : str, optional
+        GROMACS index file (``-n``): *select* names one of its groups, by name or number
+        (from 0, as gmx lists them); see :func:`h5mdtool.atomselect.resolve_atoms`.
     atom_indices_file : str, optional
         Write only the atoms listed (0-based, increasing) in this text file, as mdconvert's ``-a``.
     start, stop, step : int, optional
         Frame selection with Python slice semantics over the whole trajectory.
+    begin, end, dt : float, optional
+        Frame selection by time in ps, as ``gmx trjconv -b -e -dt``: frames with
+        ``begin <= t <= end`` whose time after the first of them is a whole multiple of *dt*
+        (see :mod:`h5mdtool.frametimes`); not with *start*, *stop*, *step*. Times are those
+        of the joined trajectory (after *on_overlap*); steps and times are written as the
+        inputs record them.
     velocities, forces : bool
         Write velocities and forces where frames hold them (default True).
     on_overlap : {"error", "drop"}
@@ -422,9 +432,9 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, atom_indic
     if comm.rank != 0:
         load_decoders(inputs, format)
     plan = root_call(
-        comm, _plan, comm, inputs, output, topology=topology, select=select,
-        atom_indices_file=atom_indices_file, start=start,
-        stop=stop, step=step, velocities=velocities, forces=forces, on_overlap=on_overlap,
+        comm, _plan, comm, inputs, output, topology=topology, select=select, index_file=index_file,
+        atom_indices_file=atom_indices_file, start=start, stop=stop, step=step, begin=begin, end=end, dt=dt,
+        velocities=velocities, forces=forces, on_overlap=on_overlap,
         on_truncated=on_truncated, format=format, group=group, force=force, layout=layout,
         command=command,
     )
@@ -446,6 +456,7 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, atom_indic
         "output": plan.output,
         "inputs": [segment.path for segment in plan.index.segments],
         "n_frames": plan.n_frames,
+        "frames": plan.provenance["frames"],
         "n_atoms": plan.n_atoms,
         "fields": [name for name in plan.fields if name != "box"],
         "box": "box" in plan.fields,

@@ -33,7 +33,10 @@ from .mpi import SerialComm, agree, balanced_slices, capture_errors, cleanup_on_
 from .outputs import check_output_directory, hidden_directory_inside, preallocate, publish_into, remove_quietly
 from .progress import progress_bar
 from .provenance import base_record
+from .atomselect import resolve_atoms
 from .formats import check_trajectory, detect_format, scan
+from .frametimes import check_one_selection, describe_frames, select_trajectory_frames
+from .topology import carries_topology, load_topology, write_topology
 from .testhooks import delay
 
 #: Version of the manifest this module writes (2: parts carry their first and last step and
@@ -43,10 +46,12 @@ FORMATS = ("same", "h5md")
 EXTENSIONS = {"XTC": ".xtc", "TRR": ".trr", "DCD": ".dcd", "H5MD": ".h5md"}
 COPY_BUFFER = 16 * 1024**2
 
-#: Options that shape H5MD parts only (keywords of :func:`split`).
+#: Options that shape H5MD parts only (keywords of :func:`split`): layout, fields, atoms.
 H5MD_PART_OPTIONS = ("chunk_frames", "contiguous", "compression", "compression_level", "shuffle",
-                     "precision", "velocity_precision", "force_precision", "velocities", "forces")
+                     "precision", "velocity_precision", "force_precision", "velocities", "forces",
+                     "topology", "select", "index_file", "atom_indices_file")
 FLAGS = ("shuffle", "velocities", "forces")  # --NAME/--no-NAME
+SPELLINGS = {"index_file": "-n/--index", "atom_indices_file": "--atom-indices"}
 LAYOUT_KEYWORDS = ("chunk_frames", "contiguous", "compression", "compression_level", "shuffle", "precision",
                    "velocity_precision", "force_precision")
 
@@ -127,7 +132,7 @@ class SplitPlan:
     """What rank 0 decided, broadcast to every rank."""
 
     index: object
-    parts: list  # (start, stop) frame ranges
+    parts: list  # (start, stop) ranges of positions in ``frames``: frame numbers of the split trajectory
     names: list
     part_format: str
     output: str
@@ -138,6 +143,16 @@ class SplitPlan:
     fields: tuple = ("positions",)
     dcd_headers: dict = field(default_factory=dict)  # segment number -> DCDHeader
     record: dict = field(default_factory=dict)
+    #: Source trajectory frames split (increasing), chosen by number or by time; all by default.
+    frames: np.ndarray = None
+    #: H5MD parts: atoms kept (None: all) and the topology stored in each part.
+    atom_indices: np.ndarray = None
+    topology: str = None
+
+    def part_frames(self, number):
+        """Source trajectory frame numbers of part *number*."""
+        start, stop = self.parts[number]
+        return self.frames[start:stop]
 
 
 def _part_names(n_parts, extension):
@@ -147,6 +162,8 @@ def _part_names(n_parts, extension):
 
 def _option_name(name, value):
     """The command-line spelling of keyword *name* given as *value*."""
+    if name in SPELLINGS:
+        return SPELLINGS[name]
     flag = name.replace("_", "-")
     return f"--no-{flag}" if name in FLAGS and value is False else f"--{flag}"
 
@@ -176,8 +193,9 @@ def _checked_layout(part_format, nparts, options):
 
 
 def _plan(comm, inputs, outdir, nparts, *, part_format, on_overlap, on_truncated, input_format, force, options,
-          command):
-    """Rank 0: check the options, the output directory and the inputs; choose the parts."""
+          selection, command):
+    """Rank 0: check the options, the output directory and the inputs; choose the frames and the parts."""
+    check_one_selection(**selection)
     layout = _checked_layout(part_format, nparts, options)
     output_existed = check_output_directory(outdir, inputs, force)
     if part_format == "same":
@@ -188,42 +206,54 @@ def _plan(comm, inputs, outdir, nparts, *, part_format, on_overlap, on_truncated
             raise UsageError(f"--format same copies XTC, TRR or DCD frames; for {', '.join(sorted(formats))} "
                              "input use --format h5md")
     index = scan(inputs, on_overlap=on_overlap, on_truncated=on_truncated, format=input_format)
-    if nparts > index.n_frames:
-        raise UsageError(
-            f"--nparts {nparts} is more than the {index.n_frames} frames of the trajectory"
-        )
+    frames = select_trajectory_frames(index, **selection)
+    if nparts > len(frames):
+        chosen = "" if len(frames) == index.n_frames else f"{len(frames)} selected of the "
+        raise UsageError(f"--nparts {nparts} is more than the {chosen}{index.n_frames} frames of the trajectory")
     fmt = index.formats[0] if part_format == "same" else "H5MD"
-    parts = balanced_slices(index.n_frames, nparts)
+    parts = balanced_slices(len(frames), nparts)
     names = _part_names(nparts, EXTENSIONS[fmt])
     dcd_headers = {}
     if fmt == "DCD":
         dcd_headers = {number: read_dcd_header(segment.path) for number, segment in enumerate(index.segments)
                        if segment.kept}
         for name, (start, stop) in zip(names, parts):
-            _check_dcd_part(index, dcd_headers, name, start, stop)
+            _check_dcd_part(index, dcd_headers, name, frames[start:stop])
     fields = ["positions"]
+    topology, atom_indices = options["topology"], None
     if layout is not None:
-        check_trajectory(index, np.arange(index.n_frames))
+        check_trajectory(index, frames)
+        if (options["select"] is not None or options["atom_indices_file"] is not None) and topology is None \
+                and len(inputs) == 1 and index.formats == ["H5MD"] and carries_topology(inputs[0]):
+            topology = inputs[0]  # the input carries its own topology: rewrite it for the atoms kept
+        _, atom_indices = resolve_atoms(index.n_atoms, topology=topology, select=options["select"],
+                                        index_file=options["index_file"],
+                                        atom_indices_file=options["atom_indices_file"])
         layout.resolve_precision(index)
-        layout.plan_chunks(min(stop - start for start, stop in parts), index.n_atoms)
-        if options["velocities"] is not False and index.has("velocities"):
+        layout.plan_chunks(min(stop - start for start, stop in parts),
+                           index.n_atoms if atom_indices is None else len(atom_indices))
+        if options["velocities"] is not False and index.has("velocities") and index.fields["velocities"][frames].any():
             fields.append("velocities")
-        if options["forces"] is not False and index.has("forces"):
+        if options["forces"] is not False and index.has("forces") and index.fields["forces"][frames].any():
             fields.append("forces")
-        if index.has("box"):
+        if index.has("box") and index.fields["box"][frames].any():
             fields.append("box")
     output = os.path.abspath(outdir)
     record = base_record(comm, command)
     record.update(
         source=[segment.describe() for segment in index.segments],
-        n_frames=index.n_frames,
-        n_atoms=index.n_atoms,
+        n_frames=len(frames),
+        n_atoms=index.n_atoms if atom_indices is None else len(atom_indices),
+        frames=describe_frames(index, frames, **selection),
         format=fmt,
         on_overlap=on_overlap,
         on_truncated=on_truncated,
     )
     if layout is not None:
         record["fields"] = fields
+        record["selection"] = {"topology": topology, "select": options["select"], "index_file": options["index_file"],
+                               "atom_indices_file": options["atom_indices_file"],
+                               "n_atoms": None if atom_indices is None else len(atom_indices)}
     return SplitPlan(
         index=index,
         parts=parts,
@@ -237,49 +267,67 @@ def _plan(comm, inputs, outdir, nparts, *, part_format, on_overlap, on_truncated
         fields=tuple(fields),
         dcd_headers=dcd_headers,
         record=record,
+        frames=frames,
+        atom_indices=atom_indices,
+        topology=topology,
     )
 
 
-def _runs(index, start, stop):
-    """Frames ``[start, stop)`` as runs ``(segment number, first local frame, last local frame)``."""
-    segments, local = index.locate(np.arange(start, stop))
-    runs = []
-    for number in np.unique(segments):
-        mine = local[segments == number]
-        runs.append((int(number), int(mine[0]), int(mine[-1])))
-    return runs
+def _runs(index, frames):
+    """Increasing trajectory *frames* as runs ``(segment number, first local frame, last local frame)``
+    of consecutive frames of one segment, in order."""
+    segments, local = index.locate(frames)
+    breaks = np.flatnonzero((np.diff(segments) != 0) | (np.diff(local) != 1)) + 1
+    return [(int(segments[first]), int(local[first]), int(local[last - 1]))
+            for first, last in zip(np.concatenate([[0], breaks]), np.concatenate([breaks, [len(frames)]]))]
 
 
 def _dcd_step(segment, frame):
     return int(segment.step[frame])
 
 
-def _check_dcd_part(index, headers, name, start, stop):
-    """Refuse a DCD part spanning segments whose frames one DCD header cannot describe.
+def _dcd_interval(index, frames):
+    """Steps between the frames of a DCD part (the NSAVC of its header)."""
+    if len(frames) > 1:
+        return int(index.step[frames[1]] - index.step[frames[0]])
+    segment, _ = index.locate(frames[:1])
+    return int(index.segments[int(segment[0])].details["nsavc"])
 
-    A DCD file has one header: its frames share byte order, atom count, unit-cell flag,
-    timestep and frame interval, and their steps follow ``ISTART + k * NSAVC``.
+
+def _check_dcd_part(index, headers, name, frames):
+    """Refuse a DCD part whose frames one DCD header cannot describe.
+
+    A DCD file has one header: its frames share byte order, atom count, unit-cell flag and
+    timestep, and their steps follow ``ISTART + k * NSAVC``. A part spanning segments needs
+    headers that agree and steps that go on at the same interval; a part of frames picked by
+    time (``--dt``) needs evenly spaced steps too (its header gets their interval as NSAVC).
 
     Raises
     ------
     InputError
         Naming the part, the segments and what differs, and suggesting ``--format h5md``.
     """
-    runs = _runs(index, start, stop)
-    for (before, _, last), (after, first, _) in zip(runs, runs[1:]):
+    runs = _runs(index, frames)
+    for (before, _, _), (after, _, _) in zip(runs, runs[1:]):
         a, b = index.segments[before], index.segments[after]
-        differences = headers[before].differences(headers[after])
-        if not differences:
-            expected = _dcd_step(a, last) + a.details["nsavc"]
-            if _dcd_step(b, first) != expected:
-                differences = [f"steps (the part would go from step {_dcd_step(a, last)} to "
-                               f"{_dcd_step(b, first)}, where one header implies {expected})"]
+        differences = [] if before == after else headers[before].differences(headers[after])
         if differences:
             raise InputError(
                 f"{name} would span {a.path} and {b.path}, whose DCD headers disagree on "
                 f"{', '.join(differences)}; a DCD part has one header: use --format h5md "
                 "(or a part count whose boundaries fall between the segments)"
             )
+    steps = index.step[frames]
+    intervals = np.diff(steps)
+    if len(intervals) and np.any(intervals != intervals[0]):
+        at = int(np.flatnonzero(intervals != intervals[0])[0])
+        a, b = (index.segments[int(s)] for s in index.locate(frames[at:at + 2])[0])
+        where = f" ({a.path} to {b.path})" if a is not b else ""
+        raise InputError(
+            f"{name} would go from step {int(steps[at])} to {int(steps[at + 1])}{where}, where one DCD header "
+            f"(steps ISTART + k * NSAVC) implies {int(steps[at] + intervals[0])}: use --format h5md "
+            "(or a part count whose boundaries fall between the segments)"
+        )
 
 
 def _copy_range(source, target, begin, end):
@@ -302,17 +350,19 @@ def _xdr_byte_range(segment, first, last):
     return int(segment.offsets[first]), int(segment.offsets[last + 1])
 
 
-def _write_dcd_part(path, plan, runs):
-    """A DCD part: its first segment's header with NSET, ISTART and NSTEP patched, then frames.
+def _write_dcd_part(path, plan, frames):
+    """A DCD part: its first segment's header with NSET, ISTART, NSAVC and NSTEP patched, then frames.
 
-    :func:`_check_dcd_part` made sure every segment of the part shares that header.
+    :func:`_check_dcd_part` made sure every segment of the part shares that header and the
+    steps are evenly spaced. Times are steps times DELTA, so they stay the source's.
     """
+    runs = _runs(plan.index, frames)
     number, first, _ = runs[0]
     header = plan.dcd_headers[number]
-    nsavc = plan.index.segments[number].details["nsavc"]
-    n_frames = sum(last - first + 1 for _, first, last in runs)
+    nsavc = _dcd_interval(plan.index, frames)
+    n_frames = len(frames)
     head = bytearray(header.raw)
-    struct.pack_into(header.order + "ii", head, 8, n_frames, _dcd_step(plan.index.segments[number], first))
+    struct.pack_into(header.order + "iii", head, 8, n_frames, _dcd_step(plan.index.segments[number], first), nsavc)
     struct.pack_into(header.order + "i", head, 20, n_frames * nsavc)
     with open(path, "wb") as target:
         preallocate(path, header.header_size + n_frames * header.frame_size)
@@ -325,7 +375,8 @@ def _write_dcd_part(path, plan, runs):
                             own.header_size + (last + 1) * own.frame_size)
 
 
-def _write_xdr_part(path, plan, runs):
+def _write_xdr_part(path, plan, frames):
+    runs = _runs(plan.index, frames)
     ranges = [_xdr_byte_range(plan.index.segments[number], first, last) for number, first, last in runs]
     with open(path, "wb") as target:
         preallocate(path, sum(end - begin for begin, end in ranges))
@@ -335,12 +386,13 @@ def _write_xdr_part(path, plan, runs):
                 _copy_range(source, target, begin, end)
 
 
-def _write_h5md_part(path, plan, start, stop):
-    frames = np.arange(start, stop, dtype=np.int64)
+def _write_h5md_part(path, plan, number):
+    start, stop = plan.parts[number]
+    frames = plan.part_frames(number)
     groups = plan.index.element_groups(frames, plan.fields)
     record = dict(plan.record, part={"start": start, "stop": stop}, layout=plan.layout.describe())
     part_plan = ConvertPlan(
-        index=plan.index, layout=plan.layout, frames=range(start, stop), atom_indices=None,
+        index=plan.index, layout=plan.layout, frames=frames, atom_indices=plan.atom_indices,
         groups=groups, temporary=path, output=path, provenance=record,
     )
     write_h5md_file(path, part_plan, comm=SerialComm(), bar=_Silent())
@@ -350,7 +402,9 @@ def _write_h5md_part(path, plan, start, stop):
 
         # what convert carries over, reduced to the part's frames (observables, species...)
         carry_over(segments[0].path, path, segments[0].details["group"], steps=plan.index.step[frames],
-                   n_atoms=plan.index.n_atoms)
+                   atoms=plan.atom_indices, n_atoms=plan.index.n_atoms)
+    if plan.topology is not None:
+        write_topology(path, load_topology(plan.topology), plan.atom_indices, plan.topology)
 
 
 class _Silent:
@@ -358,32 +412,32 @@ class _Silent:
         pass
 
 
-def _part_clock(index, start, stop):
-    """First and last step (int) and time (float, ps; None without time) of frames ``[start, stop)``."""
+def _part_clock(index, frames):
+    """First and last step (int) and time (float, ps; None without time) of trajectory *frames*."""
     times = index.time
     return {
-        "first_step": int(index.step[start]),
-        "last_step": int(index.step[stop - 1]),
-        "first_time": None if times is None else float(times[start]),
-        "last_time": None if times is None else float(times[stop - 1]),
+        "first_step": int(index.step[frames[0]]),
+        "last_step": int(index.step[frames[-1]]),
+        "first_time": None if times is None else float(times[frames[0]]),
+        "last_time": None if times is None else float(times[frames[-1]]),
     }
 
 
 def _write_part(plan, number):
     """Write part *number* into the temporary directory; return its size and clock."""
-    start, stop = plan.parts[number]
+    frames = plan.part_frames(number)
     path = os.path.join(plan.temporary, plan.names[number])
     try:
         if plan.part_format == "H5MD":
-            _write_h5md_part(path, plan, start, stop)
+            _write_h5md_part(path, plan, number)
         elif plan.part_format == "DCD":
-            _write_dcd_part(path, plan, _runs(plan.index, start, stop))
+            _write_dcd_part(path, plan, frames)
         else:
-            _write_xdr_part(path, plan, _runs(plan.index, start, stop))
+            _write_xdr_part(path, plan, frames)
         size = os.path.getsize(path)
     except OSError as error:
         raise OutputError(f"writing {plan.names[number]} failed: {error}") from None
-    return dict(bytes=size, **_part_clock(plan.index, start, stop))
+    return dict(bytes=size, **_part_clock(plan.index, frames))
 
 
 def _create_directories(plan):
@@ -451,8 +505,9 @@ def _publish(plan, gathered, started, n_ranks):
         "output": plan.output,
         "manifest": os.path.join(plan.output, MANIFEST_NAME),
         "format": plan.part_format,
-        "n_frames": plan.index.n_frames,
-        "n_atoms": plan.index.n_atoms,
+        "n_frames": len(plan.frames),
+        "frames": document["frames"],
+        "n_atoms": document["n_atoms"],
         "n_parts": len(plan.parts),
         "parts": document["parts"],
         "dropped": document["dropped"],
@@ -464,8 +519,9 @@ def _publish(plan, gathered, started, n_ranks):
 
 
 @entry_point
-def split(inputs, outdir, nparts, *, comm=None, format="same", on_overlap="error", on_truncated="error",
-          input_format=None, force=False,
+def split(inputs, outdir, nparts, *, comm=None, format="same", start=None, stop=None, step=None, begin=None,
+          end=None, dt=None, topology=None, select=None, index_file=None, atom_indices_file=None,
+          on_overlap="error", on_truncated="error", input_format=None, force=False,
           progress=None, chunk_frames=None, contiguous=None, compression=None,
           compression_level=None, shuffle=None, precision=None, velocity_precision=None, force_precision=None,
           velocities=None, forces=None, command=None):
@@ -484,6 +540,16 @@ def split(inputs, outdir, nparts, *, comm=None, format="same", on_overlap="error
     format : {"same", "h5md"}
         ``same``: parts in the input's format, frames copied byte for byte; ``h5md``: H5MD
         parts with the layout options below.
+    start, stop, step : int, optional
+        Split only these frames, with Python slice semantics over the whole trajectory.
+    begin, end, dt : float, optional
+        Split only the frames picked by time in ps, as ``gmx trjconv -b -e -dt`` (see
+        :mod:`h5mdtool.frametimes`); not with *start*, *stop*, *step*. The parts keep the
+        source's steps and times; the manifest numbers the frames split from 0.
+    topology, select, index_file, atom_indices_file : str, optional
+        H5MD parts only: the atoms to keep, as for :func:`h5mdtool.convert.convert`
+        (*select* an MDAnalysis selection, or a group of the GROMACS index file
+        *index_file*; or *atom_indices_file*); with *topology* each part stores it.
     on_overlap, on_truncated : {"error", "drop"}
         As for convert; dropped frames are listed in the manifest.
     input_format : str, optional
@@ -524,10 +590,13 @@ def split(inputs, outdir, nparts, *, comm=None, format="same", on_overlap="error
     options = dict(chunk_frames=chunk_frames, contiguous=contiguous, compression=compression,
                    compression_level=compression_level, shuffle=shuffle, precision=precision,
                    velocity_precision=velocity_precision, force_precision=force_precision,
-                   velocities=velocities, forces=forces)
+                   velocities=velocities, forces=forces, topology=topology, select=select, index_file=index_file,
+                   atom_indices_file=atom_indices_file)
+    selection = dict(start=start, stop=stop, step=step, begin=begin, end=end, dt=dt)
     plan = root_call(
         comm, _plan, comm, inputs, outdir, nparts, part_format=format, on_overlap=on_overlap,
-        on_truncated=on_truncated, input_format=input_format, force=force, options=options, command=command,
+        on_truncated=on_truncated, input_format=input_format, force=force, options=options, selection=selection,
+        command=command,
     )
     mine = balanced_slices(len(plan.parts), comm.size)[comm.rank]
     results = {}

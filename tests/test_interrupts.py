@@ -259,7 +259,7 @@ def test_background_job_of_a_script_stops_on_sigint(tmp_path, adk):
 def split_job(tmp_path, adk):
     """split of the AdK DCD into 40 parts, 0.4 s per part on every rank."""
     output = tmp_path / "parts"
-    args = ["split", adk[1], "-n", "40", "-o", str(output), "--no-progress"]
+    args = ["split", adk[1], "--nparts", "40", "-o", str(output), "--no-progress"]
 
     def ready():
         return bool(glob.glob(str(output / ".h5mdtool-*.tmp" / "part-*")))
@@ -341,7 +341,7 @@ def test_split_into_existing_empty_directory_interrupted_leaves_it_empty(tmp_pat
     output = tmp_path / "parts"
     output.mkdir()
     os.chmod(output, 0o2750)
-    args = ["split", adk[1], "-n", "40", "-o", str(output), "--no-progress"]
+    args = ["split", adk[1], "--nparts", "40", "-o", str(output), "--no-progress"]
     result = interrupt(args, lambda: bool(glob.glob(str(output / ".h5mdtool-*.tmp" / "part-*"))),
                        "SIGTERM", delays="split-part:*:0.4")
     assert result.returncode == 143

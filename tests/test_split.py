@@ -187,12 +187,12 @@ def test_read_manifest_checks(tmp_path, solvated):
 
 def test_cli(tmp_path, adk):
     runner = CliRunner()
-    result = runner.invoke(cli, ["split", adk[1], "-n", "4", "-o", str(tmp_path / "p"), "--json"])
+    result = runner.invoke(cli, ["split", adk[1], "--nparts", "4", "-o", str(tmp_path / "p"), "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["n_parts"] == 4
-    result = runner.invoke(cli, ["split", adk[1], "-n", "400", "-o", str(tmp_path / "q")])
+    result = runner.invoke(cli, ["split", adk[1], "--nparts", "400", "-o", str(tmp_path / "q")])
     assert result.exit_code == 2 and result.output.startswith("error: --nparts 400")
-    result = runner.invoke(cli, ["split", str(tmp_path / "missing.xtc"), "-n", "2", "-o", str(tmp_path / "r")])
+    result = runner.invoke(cli, ["split", str(tmp_path / "missing.xtc"), "--nparts", "2", "-o", str(tmp_path / "r")])
     assert result.exit_code == 1 and "no such file" in result.output and "Traceback" not in result.output
     help_text = runner.invoke(cli, ["split", "--help"]).output
     for option in ("--nparts", "--output", "--format", "--on-overlap", "--compression", "--force", "--json"):

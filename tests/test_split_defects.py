@@ -264,7 +264,7 @@ def test_failed_split_leaves_the_output_directory_as_it_was(tmp_path, solvated, 
 
 
 def test_chunk_frames_abc_is_a_usage_error(tmp_path, solvated):
-    result = CliRunner().invoke(cli, ["split", solvated["XTC"], "-n", "2", "-o", str(tmp_path / "p"),
+    result = CliRunner().invoke(cli, ["split", solvated["XTC"], "--nparts", "2", "-o", str(tmp_path / "p"),
                                       "--format", "h5md", "--chunk-frames", "abc"])
     assert result.exit_code == 2
     assert result.output.count("\n") == 1 and result.output.startswith("error: ")
@@ -278,7 +278,7 @@ def test_chunk_frames_abc_is_a_usage_error(tmp_path, solvated):
     ["--no-velocities"], ["--forces"],
 ])
 def test_layout_options_with_format_same_are_refused(tmp_path, solvated, option):
-    result = CliRunner().invoke(cli, ["split", solvated["XTC"], "-n", "2", "-o", str(tmp_path / "p")] + option)
+    result = CliRunner().invoke(cli, ["split", solvated["XTC"], "--nparts", "2", "-o", str(tmp_path / "p")] + option)
     assert result.exit_code == 2, result.output
     assert result.output.count("\n") == 1 and result.output.startswith(f"error: {option[0]} ")
     assert "--format h5md" in result.output
@@ -308,12 +308,12 @@ def test_split_error_advises_no_velocities_which_split_accepts(tmp_path, adk, tr
     runner = CliRunner()
     outdir = str(tmp_path / "parts")
     # velocities in some frames only: written with their own steps (issue 11 defect 5)
-    result = runner.invoke(cli, ["split", trr_missing_velocities, "-n", "2", "-o", outdir, "--format", "h5md"])
+    result = runner.invoke(cli, ["split", trr_missing_velocities, "--nparts", "2", "-o", outdir, "--format", "h5md"])
     assert result.exit_code == 0, result.output
     import shutil
 
     shutil.rmtree(outdir)
-    result = runner.invoke(cli, ["split", trr_missing_velocities, "-n", "2", "-o", outdir, "--format", "h5md",
+    result = runner.invoke(cli, ["split", trr_missing_velocities, "--nparts", "2", "-o", outdir, "--format", "h5md",
                                  "--no-velocities", "--json"])
     assert result.exit_code == 0, result.output
     import h5py
@@ -335,7 +335,7 @@ def test_manifest_mpi_version_has_no_nul(tmp_path, solvated):
     # would initialise MPI in the test process, and the mpirun of later tests inherits that)
     from conftest import run_h5mdtool
 
-    done = run_h5mdtool(["split", solvated["XTC"], "-n", "2", "-o", str(tmp_path / "parts")], ranks=2)
+    done = run_h5mdtool(["split", solvated["XTC"], "--nparts", "2", "-o", str(tmp_path / "parts")], ranks=2)
     assert done.returncode == 0, done.stderr
     text = (tmp_path / "parts" / "manifest.json").read_text()
     version = json.loads(text)["versions"]["MPI"]
@@ -358,7 +358,7 @@ def test_click_usage_errors_are_one_line_under_mpirun(tmp_path):
     done = run_h5mdtool(["split", "--nparts", "x", "-o", str(tmp_path / "p"), "in.xtc"], ranks=2)
     assert done.returncode == 2
     assert [line for line in done.stderr.splitlines() if line.startswith("error:")] == [
-        "error: Invalid value for '--nparts' / '-n': 'x' is not a valid integer range (see 'h5mdtool split --help')"
+        "error: Invalid value for '--nparts': 'x' is not a valid integer range (see 'h5mdtool split --help')"
     ]
 
 

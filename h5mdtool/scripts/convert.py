@@ -2,10 +2,10 @@
 
 import click
 
+from ..frametimes import frames_phrase
 from ..mpi import resolve
 from .options import (SIZE, atom_options, emit_json, field_options, frame_options, human_bytes, input_format_option,
-                      layout_options,
-                      run_options, segment_options, truncation_option)
+                      layout_options, run_options, segment_options, time_options, truncation_option)
 
 
 @click.command("convert")
@@ -14,6 +14,7 @@ from .options import (SIZE, atom_options, emit_json, field_options, frame_option
 @click.option("--append", "append_to", default=None, metavar="FILE", help="Instead of --output: add the frames of INPUT... to FILE, an H5MD file written by h5mdtool, in its own layout. The frames must follow its last step (--on-overlap drop drops those that do not). Interrupted, FILE keeps its old frames: the new ones become visible all at once at the end.")
 @atom_options
 @frame_options
+@time_options
 @field_options
 @segment_options
 @truncation_option
@@ -23,7 +24,8 @@ from .options import (SIZE, atom_options, emit_json, field_options, frame_option
 @click.option("--block-size", type=SIZE, default="32M", show_default=True, help="Memory for one block of frames (bytes, K/M/G); each rank holds two, decoding one while writing the other.")
 @click.option("--author", default=None, metavar="NAME", help="Author name recorded in /h5md/author. Default: the user name.")
 @run_options
-def command(inputs, output, append_to, topology, select, atom_indices_file, start, stop, step, velocities, forces, on_overlap, on_truncated,
+def command(inputs, output, append_to, topology, select, atom_indices_file, index_file, start, stop, step, begin, end, dt,
+            velocities, forces, on_overlap, on_truncated,
             input_format, group, chunk_frames, precision, velocity_precision, force_precision, contiguous,
             compression, compression_level, shuffle, stripe_count, stripe_size, block_size, author, force,
             progress, as_json):
@@ -49,6 +51,7 @@ def command(inputs, output, append_to, topology, select, atom_indices_file, star
       h5mdtool convert md.xtc -o md.h5md
       mpirun -n 4 h5mdtool convert part*.xtc -o md.h5md --compression gzip
       h5mdtool convert md.trr -t md.tpr -s protein -o protein.h5md --no-forces
+      h5mdtool convert md.xtc -n index.ndx -s Protein -b 1000 -e 5000 --dt 10 -o prot.h5md
       h5mdtool convert md.xtc -o small.h5md --precision 0.001
       h5mdtool convert crashed.xtc -o md.h5md --on-truncated drop
       h5mdtool convert autochunked.h5md -o fast.h5md --chunk-frames auto
@@ -64,7 +67,8 @@ def command(inputs, output, append_to, topology, select, atom_indices_file, star
         if append_to is None:
             raise UsageError("give the output file with --output FILE (or --append FILE to extend one)")
         check_append_options(output, append_to, topology=topology, select=select, atom_indices_file=atom_indices_file,
-                             start=start, stop=stop, step=step, group=group, chunk_frames=chunk_frames,
+                             index_file=index_file, start=start, stop=stop, step=step, begin=begin, end=end, dt=dt,
+                             group=group, chunk_frames=chunk_frames,
                              precision=precision, velocity_precision=velocity_precision,
                              force_precision=force_precision, contiguous=contiguous, compression=compression,
                              compression_level=compression_level, shuffle=shuffle, stripe_count=stripe_count,
@@ -81,9 +85,9 @@ def command(inputs, output, append_to, topology, select, atom_indices_file, star
                            f"{summary['n_ranks']} rank(s)")
         return
     summary = convert(
-        list(inputs), output, comm=comm, topology=topology, select=select, atom_indices_file=atom_indices_file,
-        start=start,
-        stop=stop, step=step, velocities=velocities, forces=forces, on_overlap=on_overlap,
+        list(inputs), output, comm=comm, topology=topology, select=select, index_file=index_file,
+        atom_indices_file=atom_indices_file, start=start, stop=stop, step=step, begin=begin, end=end, dt=dt,
+        velocities=velocities, forces=forces, on_overlap=on_overlap,
         on_truncated=on_truncated, format=input_format, group=group,
         chunk_frames=chunk_frames, contiguous=contiguous, compression=compression,
         compression_level=compression_level, shuffle=shuffle, precision=precision,
@@ -125,6 +129,7 @@ def print_summary(summary):
         f"wrote {summary['output']}: {summary['n_frames']} frames x {summary['n_atoms']} atoms "
         f"({', '.join(summary['fields'])}), {human_bytes(summary['bytes'])}"
     )
+    click.echo(f"frames: {frames_phrase(summary['frames'])}")
     boundary = summary["boundary"]
     box = "none" if not summary["box"] else ("periodic" if set(boundary) == {"periodic"} else "/".join(boundary))
     click.echo(f"layout: {chunks}, compression {describe_compression(layout)}, box {box}")

@@ -76,10 +76,35 @@ frame_options = compose(
     click.option("--step", type=int, default=None, help="Use every STEP-th frame. Default: 1."),
 )
 
+#: Frames by time, as gmx trjconv -b/-e/-dt (keywords begin, end, dt of convert and split).
+time_options = compose(
+    click.option("-b", "begin", type=float, default=None, metavar="PS", help="First time to use, in ps (gmx trjconv -b): frames with time >= PS, compared as float32 as GROMACS does. Times are the inputs' own, of the joined trajectory (after --on-overlap). Not with --start/--stop/--step; refused for inputs that record no time. Default: from the first frame."),
+    click.option("-e", "end", type=float, default=None, metavar="PS", help="Last time to use, in ps (gmx trjconv -e): frames with time <= PS. Default: to the last frame."),
+    click.option("--dt", type=click.FloatRange(min=0, min_open=True), default=None, metavar="PS", help="Only frames whose time minus the first selected frame's time is a whole multiple of PS ps (gmx trjconv -dt: 't MOD dt = first time', within 2 float32 epsilons). Default: every frame."),
+)
+
+
+class IndexFile(click.ParamType):
+    """A GROMACS index file; an integer that names no file hints at --nparts (split's old -n)."""
+
+    name = "NDX"
+
+    def convert(self, value, param, ctx):
+        import os
+
+        if not os.path.exists(value) and value.strip().isdigit() and ctx is not None and ctx.info_name == "split":
+            self.fail(f"no index file {value!r}: -n is the GROMACS index file (as in gmx); "
+                      f"did you mean --nparts {value}?", param, ctx)
+        return value
+
+
+index_option = click.option("--index", "-n", "index_file", type=IndexFile(), default=None, help="GROMACS index file (.ndx, as gmx -n): --select then names one of its groups, by name or by number (from 0, as gmx lists them); a name that is no group is read as an MDAnalysis selection when --topology is given. The group's atoms must be increasing (atoms are kept in the trajectory's order). Default: none.")
+
 atom_options = compose(
     click.option("--topology", "-t", type=str, default=None, metavar="FILE", help="Topology file (PSF, GRO, PDB, TPR...): checked against the trajectory's atom count, used by --select, and stored in the output (species, mass, charge, id, bonds and the VMD structure module) so the file is self-contained."),
-    click.option("--select", "-s", type=str, default=None, metavar="SEL", help='MDAnalysis selection of the atoms to keep, e.g. "protein". Needs --topology, unless the input is an H5MD file carrying its own. Default: all atoms.'),
-    click.option("--atom-indices", "atom_indices_file", type=str, default=None, metavar="FILE", help="Text file of 0-based atom indices to keep (increasing; whitespace or commas), as mdconvert's -a; an alternative to --select that needs no topology."),
+    click.option("--select", "-s", type=str, default=None, metavar="SEL", help='Atoms to keep: an MDAnalysis selection, e.g. "protein" (needs --topology, unless the input is an H5MD file carrying its own), or with -n a group of the index file by name or number, e.g. Protein or 1. Default: all atoms.'),
+    click.option("--atom-indices", "atom_indices_file", type=str, default=None, metavar="FILE", help="Text file of 0-based atom indices to keep (increasing; whitespace or commas), as mdconvert's -a; an alternative to --select and -n that needs no topology."),
+    index_option,
 )
 
 segment_options = compose(

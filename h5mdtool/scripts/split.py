@@ -3,20 +3,25 @@
 import click
 
 from ..mpi import resolve
-from .options import (chunk_options, emit_json, field_options, given_on_command_line, human_bytes, input_format_option,
-                      run_options, segment_options, truncation_option)
+from ..frametimes import frames_phrase
+from .options import (atom_options, chunk_options, emit_json, field_options, frame_options, given_on_command_line,
+                      human_bytes, input_format_option, run_options, segment_options, time_options, truncation_option)
 
 #: Options that shape H5MD parts; passed to the library only when given, so that the
 #: library can refuse them with --format same.
 H5MD_PART_PARAMETERS = ("chunk_frames", "precision", "velocity_precision", "force_precision", "contiguous",
-                        "compression", "compression_level", "shuffle", "velocities", "forces")
+                        "compression", "compression_level", "shuffle", "velocities", "forces", "topology", "select",
+                        "index_file", "atom_indices_file")
 
 
 @click.command("split")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
-@click.option("--nparts", "-n", type=click.IntRange(min=1), required=True, help="Number of parts (balanced: sizes differ by at most one frame). Independent of the number of ranks; at most the frame count.")
+@click.option("--nparts", type=click.IntRange(min=1), required=True, help="Number of parts (balanced: sizes differ by at most one frame). Independent of the number of ranks; at most the number of frames split. Long form only: -n is the index file, as in gmx.")
 @click.option("--output", "-o", required=True, metavar="DIR", help="Directory for the parts and manifest.json: created when missing, filled when empty (it keeps its permissions, group and Lustre striping), refused when not empty unless --force.")
 @click.option("--format", "part_format", type=click.Choice(["same", "h5md"]), default="same", show_default=True, help="same: parts in the input's format, frames copied byte for byte (XTC, TRR, DCD); h5md: H5MD parts, shaped by the options below.")
+@frame_options
+@time_options
+@atom_options
 @segment_options
 @truncation_option
 @input_format_option("--input-format")
@@ -24,8 +29,8 @@ H5MD_PART_PARAMETERS = ("chunk_frames", "precision", "velocity_precision", "forc
 @field_options
 @run_options
 @click.pass_context
-def command(ctx, inputs, nparts, output, part_format, on_overlap, on_truncated, input_format, force, progress,
-            as_json, **h5md_options):
+def command(ctx, inputs, nparts, output, part_format, start, stop, step, begin, end, dt, on_overlap, on_truncated,
+            input_format, force, progress, as_json, **h5md_options):
     """Split one trajectory into N part files plus a manifest, for one file per rank.
 
     Several INPUT files are segments of one trajectory. Parts are named part-0001.xtc, ...
@@ -33,9 +38,13 @@ def command(ctx, inputs, nparts, output, part_format, on_overlap, on_truncated, 
     first and last step and time (read by 'bench rmsd' and 'validate'). Run under
     mpirun/srun to write parts in parallel; a rank may write several parts or none.
 
-    The layout options (--chunk-frames to --shuffle) and --no-velocities/--no-forces
-    shape H5MD parts (--format h5md) as they shape convert's output; with --format same
-    they are refused. A DCD part gets the header of the segment it comes from; a part that
+    Frames: all, or those picked by number (--start/--stop/--step) or by time in ps
+    (-b/-e/--dt, as gmx trjconv); the parts keep the source's steps and times, and the
+    manifest numbers the frames split from 0.
+
+    The atom options (--topology, --select, -n, --atom-indices), the layout options
+    (--chunk-frames to --shuffle) and --no-velocities/--no-forces shape H5MD parts
+    (--format h5md) as they shape convert's output; with --format same they are refused. A DCD part gets the header of the segment it comes from; a part that
     would span DCD segments whose headers disagree is refused (use --format h5md).
 
     Parts are written into a hidden directory inside DIR and moved into place, the
@@ -45,15 +54,17 @@ def command(ctx, inputs, nparts, output, part_format, on_overlap, on_truncated, 
     \b
     Examples:
       h5mdtool split md.xtc --nparts 64 -o md-parts/
-      h5mdtool split run1.xtc run2.xtc -n 16 -o parts/ --on-overlap drop
-      mpirun -n 8 h5mdtool split md.dcd -n 32 -o parts/ --format h5md --compression gzip
-      h5mdtool split md.trr -n 4 -o parts/ --format h5md --no-forces --chunk-frames auto
+      h5mdtool split run1.xtc run2.xtc --nparts 16 -o parts/ --on-overlap drop
+      h5mdtool split md.xtc --nparts 8 -b 1000 -e 5000 --dt 10 -o parts/
+      mpirun -n 8 h5mdtool split md.dcd --nparts 32 -o parts/ --format h5md --compression gzip
+      h5mdtool split md.trr --nparts 4 -o parts/ --format h5md -n index.ndx -s Protein --no-forces
     """
     from ..split import split
 
     comm = resolve()
     summary = split(
-        list(inputs), output, nparts, comm=comm, format=part_format, on_overlap=on_overlap,
+        list(inputs), output, nparts, comm=comm, format=part_format, start=start, stop=stop, step=step, begin=begin,
+        end=end, dt=dt, on_overlap=on_overlap,
         on_truncated=on_truncated, input_format=input_format, force=force, progress=progress, **given_on_command_line(ctx, H5MD_PART_PARAMETERS),
     )
     if comm.rank != 0:
@@ -67,6 +78,7 @@ def command(ctx, inputs, nparts, output, part_format, on_overlap, on_truncated, 
         f"{summary['n_frames']} frames x {summary['n_atoms']} atoms, {min(sizes)}-{max(sizes)} frames "
         f"per part, {human_bytes(summary['bytes'])}"
     )
+    click.echo(f"frames: {frames_phrase(summary['frames'])}")
     for dropped in summary["dropped"]:
         click.echo(f"dropped {dropped['n_frames']} frame(s) of {dropped['path']}: {dropped['reason']}")
     click.echo(f"manifest: {summary['manifest']}")

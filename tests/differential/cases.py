@@ -91,7 +91,7 @@ _FLAGS = {
     "on_overlap": "--on-overlap", "chunk_frames": "--chunk-frames", "precision": "--precision",
     "compression": "--compression", "compression_level": "--compression-level", "stripe_count": "--stripe-count",
     "stripe_size": "--stripe-size", "block_bytes": "--block-size", "format": "--format", "ref_frame": "--ref-frame",
-    "engine": "--engine", "block_frames": "--block-frames",
+    "engine": "--engine", "block_frames": "--block-frames", "begin": "-b", "end": "-e", "dt": "--dt",
 }
 
 

@@ -307,6 +307,42 @@ def select_frames(n_frames, start=None, stop=None, step=None):
     return frames
 
 
+def select_times(times, begin=None, end=None, dt=None):
+    """Frame numbers ``gmx trjconv -b -e -dt`` writes, from GROMACS's definition.
+
+    gmx reads the frames in order and compares times as float32 ("real"): a frame before -b
+    is skipped, one after -e ends the selection; the first frame kept sets t0, and with -dt
+    a frame is written when ``t MOD dt = first time``, tested as GROMACS's ``bRmod``:
+    ``iq = (int)((t - t0 + tol t) / dt)``, kept when ``|t - t0 - dt iq| <= tol |t|`` with
+    ``tol = 2 FLT_EPSILON``, evaluated in double. :class:`Refusal` when the source has no time,
+    -e is before -b, or nothing is kept.
+    """
+    if times is None:
+        raise Refusal("the source records no time: -b/-e/--dt refused")
+    if begin is not None and end is not None and end < begin:
+        raise Refusal("-e before -b")
+    real = np.float32
+    tolerance = 2 * float(np.finfo(np.float32).eps)
+    kept, first = [], None
+    for number, value in enumerate(times):
+        t = float(real(value))
+        if begin is not None and t < float(real(begin)):
+            continue
+        if first is None:
+            first = t
+        if dt is not None:
+            step = float(real(dt))
+            quotient = int((t - first + tolerance * t) / step)
+            if abs(t - first - step * quotient) > tolerance * abs(t):
+                continue
+        if end is not None and t > float(real(end)):
+            continue
+        kept.append(number)
+    if not kept:
+        raise Refusal("the time selection -b/-e/--dt selects no frame")
+    return np.asarray(kept, np.int64)
+
+
 def select_atoms(topology, selection):
     """Atom indices of an MDAnalysis *selection* on *topology*; :class:`Refusal` when it matches none."""
     import MDAnalysis

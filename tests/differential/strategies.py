@@ -243,6 +243,47 @@ def frame_options(draw, n_frames):
     return {k: v for k, v in options.items() if v is not None}
 
 
+def _segment_times(segments):
+    """Every segment's times (ps) joined, or None when a segment records none."""
+    times = [s.times for s in segments]
+    if any(t is None for t in times) or not times:
+        return None
+    return np.concatenate([np.asarray(t, np.float64) for t in times])
+
+
+@st.composite
+def time_options(draw, segments):
+    """-b/-e/--dt (keywords begin, end, dt) near the segments' own times: on a frame's time
+    (GROMACS's float32 bounds), between frames, outside the trajectory; dt a multiple of the
+    frame interval or not."""
+    if draw(st.integers(0, 2)) != 0:
+        return {}
+    times = _segment_times(segments)
+    if times is None or len(times) == 0:
+        times = np.array([0.0, 1.0])
+    low, high = float(times.min()), float(times.max())
+    interval = float(np.median(np.diff(np.unique(times)))) if len(np.unique(times)) > 1 else 1.0
+
+    def a_time():
+        kind = draw(st.sampled_from(("frame", "frame", "between", "below", "above")))
+        if kind == "frame":
+            return float(times[draw(st.integers(0, len(times) - 1))])
+        if kind == "between":
+            return float(draw(st.floats(low, high, allow_nan=False, allow_infinity=False)))
+        if kind == "below":
+            return low - interval * draw(st.integers(1, 3))
+        return high + interval * draw(st.integers(1, 3))
+
+    options = {}
+    if draw(st.booleans()):
+        options["begin"] = a_time()
+    if draw(st.booleans()):
+        options["end"] = a_time()
+    if draw(st.booleans()) or not options:
+        options["dt"] = draw(st.sampled_from((interval, 2 * interval, 3 * interval, 0.7 * interval, 2.5 * interval)))
+    return options
+
+
 @st.composite
 def layout_options(draw, n_frames, allow_stripes=True):
     options = {}
@@ -278,6 +319,7 @@ def layout_options(draw, n_frames, allow_stripes=True):
 def convert_options(draw, segments, names):
     n_frames = sum(s.n_frames for s in segments)
     options = dict(draw(frame_options(n_frames)))
+    options.update(draw(time_options(segments)))
     options.update(draw(layout_options(n_frames)))
     if draw(st.integers(0, 3)) == 0:
         options["topology"] = True  # the case's PDB
@@ -304,6 +346,7 @@ def split_options(draw, segments):
         options["format"] = draw(st.sampled_from(("same", "same", "h5md")))
     if options["format"] == "h5md":
         options.update(draw(layout_options(n_frames, allow_stripes=False)))
+    options.update(draw(time_options(segments)))
     if len(segments) > 1:
         options["on_overlap"] = draw(st.sampled_from(("error", "drop", "drop", "drop")))
     return options
