@@ -333,7 +333,7 @@ class PartFacts:
     last_step: int
     first_time: float
     last_time: float
-    digest: str  # of the first frame's positions
+    digest: str  # of the first frame's positions (velocities, forces when no frame has positions)
     format: str = None
     has_time: bool = True
     problems: list = field(default_factory=list)
@@ -354,10 +354,13 @@ def scan_part(path):
 
     segment = scan_segment(path)
     index = TrajectoryIndex([segment])
-    first = int(np.flatnonzero(index.fields["positions"])[0])
-    with TrajectoryReader(index, None, ("positions",)) as reader:
+    # a TRR part may hold frames of velocities or forces alone (nstvout != nstxout)
+    field = next(name for name in ("positions", "velocities", "forces") if index.has(name))
+    first = int(np.flatnonzero(index.fields[field])[0])
+    with TrajectoryReader(index, None, (field,)) as reader:
         block = reader.read(np.array([first]), reader.new_block(1))
-        digest = hashlib.blake2b(np.ascontiguousarray(block.positions[0]).tobytes(), digest_size=16).hexdigest()
+        values = np.ascontiguousarray(getattr(block, field)[0])
+        digest = hashlib.blake2b(field.encode() + values.tobytes(), digest_size=16).hexdigest()
     steps = segment.step
     times = segment.time if segment.time is not None else np.full(len(steps), np.nan)
     return PartFacts(segment.n_frames, segment.n_atoms, int(steps[0]), int(steps[-1]), float(times[0]),

@@ -192,6 +192,23 @@ def _checked_layout(part_format, nparts, options):
     return None
 
 
+def _check_parts_hold_positions(index, frames, parts, names):
+    """H5MD parts need a frame with positions each (a TRR may save velocities or forces alone).
+
+    A part of such frames only would be an H5MD file no reader of positions (MDAnalysis,
+    bench rmsd) can open; XTC/TRR/DCD parts (``--format same``) copy frames as they are.
+    """
+    present = index.fields.get("positions")
+    if present is None:
+        return
+    for name, (start, stop) in zip(names, parts):
+        if not present[frames[start:stop]].any():
+            raise InputError(
+                f"H5MD part {name} would hold frames {frames[start]}-{frames[stop - 1]} of the trajectory, none of "
+                f"which has positions (the source saves velocities or forces without them): use fewer parts, "
+                f"or --format same")
+
+
 def _plan(comm, inputs, outdir, nparts, *, part_format, on_overlap, on_truncated, input_format, force, options,
           selection, command):
     """Rank 0: check the options, the output directory and the inputs; choose the frames and the parts."""
@@ -223,6 +240,7 @@ def _plan(comm, inputs, outdir, nparts, *, part_format, on_overlap, on_truncated
     topology, atom_indices = options["topology"], None
     if layout is not None:
         check_trajectory(index, frames)
+        _check_parts_hold_positions(index, frames, parts, names)
         if (options["select"] is not None or options["atom_indices_file"] is not None) and topology is None \
                 and len(inputs) == 1 and index.formats == ["H5MD"] and carries_topology(inputs[0]):
             topology = inputs[0]  # the input carries its own topology: rewrite it for the atoms kept

@@ -197,3 +197,31 @@ def test_cli(tmp_path, adk):
     help_text = runner.invoke(cli, ["split", "--help"]).output
     for option in ("--nparts", "--output", "--format", "--on-overlap", "--compression", "--force", "--json"):
         assert option in help_text
+
+
+def test_h5md_part_without_positions_is_refused(tmp_path):
+    """Found by make fuzz (case 60): a TRR saving velocities alone at some steps, split into
+    one-frame H5MD parts, gave parts without positions that validate rejected (MDA011).
+    Such a split is refused in one line; byte-copied TRR parts and parts that each hold a
+    positions frame are still written, and validate accepts them."""
+    from MDAnalysis.lib.formats.libmdaxdr import TRRFile
+
+    from h5mdtool import validate
+
+    path = str(tmp_path / "own-steps.trr")
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    box = np.diag([5.0, 5.0, 5.0]).astype(np.float32)
+    with TRRFile(path, "w") as handle:
+        for number in range(3):
+            handle.write(x + number, None, None, box, 2 * number, 2.0 * number, 0.0, 4)
+            handle.write(None, np.ones_like(x), None, box, 2 * number + 1, 2.0 * number + 1, 0.0, 4)
+    with pytest.raises(InputError, match="part-0002.h5md would hold frames 1-1 .* none of which has positions"):
+        split(path, str(tmp_path / "one-frame"), 6, format="h5md", progress=False)
+    assert not os.path.exists(tmp_path / "one-frame")
+    done = CliRunner().invoke(cli, ["split", path, "-o", str(tmp_path / "cli"), "--nparts", "6", "--format", "h5md"])
+    assert done.exit_code == 1 and done.output.count("error:") == 1 and "Traceback" not in done.output
+    split(path, str(tmp_path / "same"), 6, progress=False)
+    split(path, str(tmp_path / "pairs"), 3, format="h5md", progress=False)
+    for directory in ("same", "pairs"):
+        report = validate(str(tmp_path / directory / "manifest.json"))
+        assert report.errors == 0 and report.exit_code == 0, directory
