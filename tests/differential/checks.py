@@ -253,12 +253,17 @@ def check_mdanalysis_readback(path, topology, expected, precision=None):
     return []
 
 
-def unreadable_by_mdanalysis(expected, want_velocities=True, want_forces=True):
-    """validate's rules an exact output of *expected* must break, because MDAnalysis's H5MDReader
-    cannot read such files: a velocity or force element with steps of its own (held at other
-    frames than the positions: MDA008), a trajectory without time (MDA003)."""
+def expected_errors(expected, want_velocities=True, want_forces=True):
+    """validate's rules an exact output of *expected* must break: those of files MDAnalysis's
+    H5MDReader cannot read (a velocity or force element with steps of its own, held at other
+    frames than the positions: MDA008; a trajectory without time: MDA003), and DATA001 when
+    the source itself holds frames whose positions are all 0.0 (validate cannot tell them
+    from lost data)."""
     rules = []
     positions = expected.positions.mask
+    values = expected.positions.values[positions]
+    if expected.n_atoms > 1 and len(values) and np.any(np.all(values == 0, axis=(1, 2))):
+        rules.append("DATA001")
     for name, wanted in (("velocities", want_velocities), ("forces", want_forces)):
         field = getattr(expected, name)
         if wanted and field is not None and field.mask.any() and not np.array_equal(field.mask, positions):

@@ -30,7 +30,7 @@ import numpy as np
 
 from . import oracle
 from .cases import command_line, outputs, reproduction, request
-from .checks import Failure, check_frames, check_mdanalysis_readback, check_validate, leftover_temporaries, unreadable_by_mdanalysis
+from .checks import Failure, check_frames, check_mdanalysis_readback, check_validate, leftover_temporaries, expected_errors
 from .h5md_output import read_output
 from .known import classify
 from .pool import ROOT, Pool
@@ -338,7 +338,7 @@ def _judge_convert(case, the_plan, summary, ranks):
     if summary is not None and summary.get("n_frames") != position_frames:
         failures.append(Failure("summary-frames", f"summary says {summary.get('n_frames')} frames, expected {position_frames} "
                                                   "(the frames holding positions)"))
-    allowed = unreadable_by_mdanalysis(the_plan.expected, options.get("velocities", True), options.get("forces", True))
+    allowed = expected_errors(the_plan.expected, options.get("velocities", True), options.get("forces", True))
     if not failures and not allowed:  # wrong values would only be seen again through MDAnalysis
         failures += check_mdanalysis_readback(path, _topology_for(case), the_plan.expected, precision)
     failures += check_validate(path, allowed=allowed)
@@ -470,7 +470,7 @@ def _validate_manifest(case, the_plan, manifest):
             failures.append(Failure("validate-manifest-crash" if not against else "validate-against-parts-crash",
                                     f"{label}: {type(error).__name__}: {error}"))
             continue
-        allowed = unreadable_by_mdanalysis(the_plan.expected)
+        allowed = expected_errors(the_plan.expected)
         errors = [f"{f.rule}: {f.message}" for r in report.files for f in r.findings
                   if f.severity == "error" and f.rule not in allowed]
         if report.exit_code != 0 and (errors or report.exit_code != 1):
@@ -484,7 +484,7 @@ def _judge_validate(case, the_plan, report, ranks):
     findings = [f for file in report["files"] for f in file["findings"]]
     errors = [f for f in findings if f["severity"] == "error"]
     if change is None:
-        allowed = unreadable_by_mdanalysis(the_plan.expected)
+        allowed = expected_errors(the_plan.expected)
         errors = [f for f in errors if f["rule"] not in allowed]
         if report["exit_code"] != 0 and (errors or report["exit_code"] != 1):
             return [Failure("validate-false-alarm", f"an exact copy of the source fails (exit {report['exit_code']}): "

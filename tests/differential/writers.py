@@ -351,7 +351,9 @@ def write_reference_copy(frames, path, mutation=None):
         arrays["force"] = frames.forces.values.astype(np.float32)
     steps = frames.steps.astype(np.int64).copy()
     times = frames.times.astype(np.float64).copy()
-    edges = frames.edges.astype(np.float32).copy() if frames.has_box else None
+    # edges whenever the source has them, periodic or not (MDAnalysis reads them either way)
+    has_edges = frames.edges is not None and frames.box_mask is not None and bool(frames.box_mask.any())
+    edges = frames.edges.astype(np.float32).copy() if has_edges else None
     change = None
     if mutation is not None:
         change = _mutate(mutation, arrays, steps, times, edges, n, n_atoms)
