@@ -170,7 +170,7 @@ def _plan(comm, inputs, output, *, topology, select, index_file, atom_indices_fi
         frames=describe_frames(index, frames, start, stop, step, begin, end, dt),
         fields=fields,
         elements=[{"fields": list(f), "n_frames": len(fr)} for f, fr in groups],
-        boundary=index.boundary,
+        boundary=index.boundary_for(frames),
         hdf5_libver=list(LIBVER),
         on_overlap=on_overlap,
         on_truncated=on_truncated,
@@ -301,7 +301,7 @@ def write_h5md_file(path, plan, *, comm, bar, block_bytes=DEFAULT_BLOCK_BYTES, a
         element_sizes = [(fields, len(frames) + (0 if not plan.lead or plan.lead[number] is None
                                                   else len(plan.lead[number]["step"])))
                          for number, (fields, frames) in enumerate(plan.groups)]
-        writer = TrajectoryWriter(h5file, element_sizes, plan.n_atoms, plan.index.boundary, layout,
+        writer = TrajectoryWriter(h5file, element_sizes, plan.n_atoms, plan.index.boundary_for(plan.frames), layout,
                                   plan.index.dtype, plan.index.time is not None, comm)
         if not layout.filtered:
             # the per-atom data alone is a lower bound of the finished file's size
@@ -462,7 +462,7 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
         "box": "box" in plan.fields,
         "elements": [{"fields": list(fields), "n_frames": len(frames)} for fields, frames in plan.groups],
         "notes": list(plan.notes),
-        "boundary": plan.index.boundary,
+        "boundary": plan.index.boundary_for(plan.frames),
         "periodic": plan.index.periodic,
         "layout": layout.describe(),
         "stripe_applied": plan.provenance["stripe_applied"],

@@ -318,6 +318,28 @@ def test_defect6_box_kept_when_the_first_frame_has_none(tmp_path, adk_frames, st
     np.testing.assert_allclose(dims[-1][:3], [80.0, 90.0, 100.0], rtol=1e-6)
 
 
+@pytest.mark.parametrize("selection", [{"start": 1}, {"begin": 1.0}, {"stop": 1}])
+def test_box_of_frames_left_out_gives_no_periodic_boundary(tmp_path, adk_frames, selection):
+    """Found by make fuzz (case 222): frames chosen (by number or by time) none of which holds
+    a box were written with a periodic boundary and no edges (validate: H5MD012)."""
+    from MDAnalysis.lib.formats.libmdaxdr import XTCFile
+
+    from h5mdtool import validate
+
+    box = np.diag([8.0, 9.0, 10.0]).astype(np.float32)
+    path = str(tmp_path / "first_box_only.xtc")
+    with XTCFile(path, "w") as handle:
+        for i, xyz in enumerate(adk_frames[:4]):
+            handle.write(xyz, box if i == (0 if "stop" not in selection else 3) else np.zeros((3, 3), np.float32),
+                         i, float(i))
+    output = str(tmp_path / "out.h5md")
+    summary = convert(path, output, progress=False, **selection)
+    assert summary["boundary"] == ["none"] * 3 and not summary["box"]
+    with h5py.File(output, "r") as f:
+        assert "edges" not in f[f"{TRAJ}/box"] and list(f[f"{TRAJ}/box"].attrs["boundary"]) == [b"none"] * 3
+    assert validate(output).exit_code == 0
+
+
 @pytest.mark.parametrize("source_kind", ["trr", "h5md-series", "h5md-fixed"])
 def test_boxes_of_zeros_are_no_box(tmp_path, source_kind):
     """GROMACS writes a box of zeros for a frame without one; MDAnalysis reads None: so do we.
