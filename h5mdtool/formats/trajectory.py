@@ -92,15 +92,12 @@ class TrajectoryIndex:
         return present is not None and bool(present.any())
 
     def boundary_for(self, frames):
-        """Per-dimension boundary of an output holding *frames*: :attr:`boundary`, counting only
-        the segments with a box in those frames (an output without edges is open)."""
+        """Per-dimension boundary of an output holding *frames*: the trajectory's
+        :attr:`boundary`, or open when none of those frames holds a box (no edges to write)."""
         box = self.fields.get("box")
-        frames = np.asarray(frames, dtype=np.int64)
-        if box is None or not box[frames].any():
+        if box is None or not box[np.asarray(frames, dtype=np.int64)].any():
             return ["none"] * 3
-        boxed = set(int(s) for s in self.locate(frames[box[frames]])[0])
-        return _boundary([segment if number in boxed else _without_box(segment)
-                          for number, segment in enumerate(self.segments)], None)
+        return list(self.boundary)
 
     def locate(self, frames):
         """Map trajectory frame numbers to ``(segment numbers, frame numbers in the file)``."""
@@ -144,13 +141,6 @@ class TrajectoryIndex:
     def describe(self):
         """JSON-friendly summary of the segments."""
         return [segment.describe() for segment in self.segments]
-
-
-class _without_box:
-    """A segment seen as holding no box (for :meth:`TrajectoryIndex.boundary_for`)."""
-
-    def __init__(self, segment):
-        self.fields, self.skip, self.boundary = {}, segment.skip, None
 
 
 def _boundary(segments, box):
