@@ -8,12 +8,16 @@ one dictionary lookup.
 
 Sites: ``convert-round`` (each round of collective writes), ``split-part`` (each part
 written), ``rmsd-block`` (each block of frames read and superposed).
+
+``H5MDTOOL_TEST_MARK=DIR`` makes :func:`delay` create ``DIR/SITE-RANK`` when a site is
+reached, so a test knows a command got there (e.g. before interrupting it).
 """
 
 import os
 import time
 
 VARIABLE = "H5MDTOOL_TEST_DELAY"
+MARK_VARIABLE = "H5MDTOOL_TEST_MARK"
 
 
 def _parse(text):
@@ -31,6 +35,9 @@ def _parse(text):
 
 def delay(site, rank=0):
     """Sleep as ``H5MDTOOL_TEST_DELAY`` asks for *site* on *rank*; return the seconds slept."""
+    marks = os.environ.get(MARK_VARIABLE)
+    if marks:
+        open(os.path.join(marks, f"{site}-{rank}"), "a").close()
     text = os.environ.get(VARIABLE)
     if not text:
         return 0.0

@@ -76,7 +76,7 @@ class Interrupted:
         return [line for line in self.stderr.splitlines() if line.startswith("error:")]
 
 
-def interrupt(args, ready, signal_name, *, ranks=None, target="launcher", delays="", cwd=None):
+def interrupt(args, ready, signal_name, *, ranks=None, target="launcher", delays="", cwd=None, marks=None):
     """Run ``h5mdtool ARGS``, wait for *ready()*, send the signal to *target*, collect.
 
     *target*: ``"launcher"`` (the process started, mpirun when *ranks*), or a rank number
@@ -86,6 +86,8 @@ def interrupt(args, ready, signal_name, *, ranks=None, target="launcher", delays
     if ranks:
         command = [MPIRUN, "-n", str(ranks)] + command
     environment = dict(os.environ, H5MDTOOL_TEST_DELAY=delays)
+    if marks is not None:
+        environment["H5MDTOOL_TEST_MARK"] = marks  # testhooks: DIR/SITE-RANK once a site is reached
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env=environment, cwd=cwd, start_new_session=True)
     output = {}
@@ -355,10 +357,16 @@ def test_split_into_existing_empty_directory_interrupted_leaves_it_empty(tmp_pat
 @pytest.mark.parametrize("ranks,signal_name", [(None, "SIGTERM"), (None, "SIGINT"), (2, "SIGINT")])
 def test_bench_rmsd_interrupted(tmp_path, adk, ranks, signal_name):
     """A command with no temporary of its own until the end: stopped, one line, no report."""
+    import tempfile
+
     report = tmp_path / "report.json"
     args = ["bench", "rmsd", adk[1], "-t", adk[0], "--repeat", "100000", "--out", str(report), "--no-progress"]
-    started = time.monotonic()
-    result = interrupt(args, lambda: time.monotonic() > started + 4, signal_name, ranks=ranks)
+    # signalled once every rank reads frames (a fixed 4 s missed start-up on a loaded machine:
+    # the signal came before the handlers, and no line was printed)
+    marks = tempfile.mkdtemp(prefix="h5mdtool-marks-")
+    every_rank = [os.path.join(marks, f"rmsd-block-{rank}") for rank in range(ranks or 1)]
+    result = interrupt(args, lambda: all(os.path.exists(path) for path in every_rank), signal_name, ranks=ranks,
+                       marks=marks)
     assert result.returncode == (128 + getattr(signal, signal_name) if ranks is None else 1)
     assert_one_line(result, rank=0)
     assert os.listdir(tmp_path) == []

@@ -1,5 +1,6 @@
-"""The test-only delay hook: parsing and which rank sleeps."""
+"""The test-only delay hook: parsing, which rank sleeps, and the marks of sites reached."""
 
+import os
 import time
 
 from h5mdtool.testhooks import VARIABLE, _parse, delay
@@ -23,3 +24,12 @@ def test_delay_for_every_rank_and_unset(monkeypatch):
     assert delay("site", 5) == 0.01
     monkeypatch.delenv(VARIABLE)
     assert delay("site", 5) == 0.0
+
+
+def test_marks_record_the_sites_reached(tmp_path, monkeypatch):
+    from h5mdtool.testhooks import delay
+
+    monkeypatch.delenv("H5MDTOOL_TEST_DELAY", raising=False)
+    monkeypatch.setenv("H5MDTOOL_TEST_MARK", str(tmp_path))
+    assert delay("rmsd-block", 1) == 0.0
+    assert os.listdir(tmp_path) == ["rmsd-block-1"]
