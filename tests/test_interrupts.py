@@ -10,6 +10,7 @@ left, nothing published, and that the job ended within a bound (no hang).
 import glob
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -365,8 +366,11 @@ def test_bench_rmsd_interrupted(tmp_path, adk, ranks, signal_name):
     # the signal came before the handlers, and no line was printed)
     marks = tempfile.mkdtemp(prefix="h5mdtool-marks-")
     every_rank = [os.path.join(marks, f"rmsd-block-{rank}") for rank in range(ranks or 1)]
-    result = interrupt(args, lambda: all(os.path.exists(path) for path in every_rank), signal_name, ranks=ranks,
-                       marks=marks)
+    try:
+        result = interrupt(args, lambda: all(os.path.exists(path) for path in every_rank), signal_name, ranks=ranks,
+                           marks=marks)
+    finally:
+        shutil.rmtree(marks, ignore_errors=True)
     assert result.returncode == (128 + getattr(signal, signal_name) if ranks is None else 1)
     assert_one_line(result, rank=0)
     assert os.listdir(tmp_path) == []
