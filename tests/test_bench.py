@@ -181,7 +181,8 @@ def check_straggler_report(report, n_ranks, delayed):
     others = [r for r in report["ranks"] if r["rank"] != 1]
     # the fast ranks waited for the slow one: their wait is what it spent on its extra work
     assert all(r["t_wait"] > 0.5 * delayed for r in others) and slow["t_wait"] < 0.1 * delayed
-    assert len({round(r["t_total"], 1) for r in report["ranks"]}) == 1  # everybody ends together
+    totals = [r["t_total"] for r in report["ranks"]]
+    assert max(totals) - min(totals) < 0.1, totals  # everybody ends together (rounding 3.95 split them)
 
 
 @pytest.mark.serial_only
