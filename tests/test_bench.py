@@ -159,12 +159,14 @@ def test_real_slow_rank_is_a_straggler_in_io(comm, adk, monkeypatch, engine):
     """One rank made slow with the test hook: judged on work, it is found, with its phase."""
     if comm.size == 1:
         pytest.skip("needs a second rank to slow down (runs under mpirun -n 2 and -n 3)")
-    monkeypatch.setenv("H5MDTOOL_TEST_DELAY", "rmsd-block:1:0.2")
-    result = bench_rmsd(adk[1], adk[0], comm=comm, block_frames=3, engine=engine)
+    # 1 s per block of 10 frames: several seconds more than the others' work even when a loaded
+    # machine makes start-up take 2 s (0.2 s per 3 frames left rank 1 at 1.97x the fastest)
+    monkeypatch.setenv("H5MDTOOL_TEST_DELAY", "rmsd-block:1:1.0")
+    result = bench_rmsd(adk[1], adk[0], comm=comm, block_frames=10, engine=engine)
     if comm.rank != 0:
         return
-    blocks = -(-result["report"]["ranks"][1]["n_frames"] // 3)  # of 3 frames, each delayed 0.2 s
-    check_straggler_report(result["report"], comm.size, 0.2 * blocks)
+    blocks = -(-result["report"]["ranks"][1]["n_frames"] // 10)
+    check_straggler_report(result["report"], comm.size, 1.0 * blocks)
 
 
 def check_straggler_report(report, n_ranks, delayed):
