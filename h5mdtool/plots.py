@@ -30,7 +30,7 @@ def _pyplot():
     try:
         import matplotlib
     except ImportError:
-        raise UsageError("--plot needs matplotlib: pip install 'h5mdtool[plot]'") from None
+        raise UsageError("--plot needs matplotlib: pip install matplotlib (make install adds it)") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
