@@ -20,7 +20,7 @@ import json
 
 import numpy as np
 
-from .writer import PARTICLES, PROVENANCE
+from .writer import PARTICLES, PROVENANCE, fixed_ascii_array
 
 #: Elements of the particle group that convert writes itself.
 REWRITTEN = ("position", "velocity", "force", "box")
@@ -240,6 +240,12 @@ def carry_over(source, destination, particle_group, steps=None, atoms=None, n_at
                     copier.skipped.append(f"/{path} (the rewritten group {particle_group} takes its name)")
                 else:
                     copier.element(path)
+                    if path in dst and "box" not in dst[path]:
+                        # H5MD 1.1 asks a box in every particle group; some writers leave it out
+                        box = dst[path].create_group("box")
+                        box.attrs["dimension"] = np.int32(3)
+                        box.attrs["boundary"] = fixed_ascii_array(["none"] * 3)
+                        copier.reduced.append(f"/{path}: box added (dimension 3, boundary none), as H5MD 1.1 asks")
                 continue
             for element in src[path]:
                 if element not in REWRITTEN:

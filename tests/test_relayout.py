@@ -131,3 +131,27 @@ def test_h5md_input_errors(tmp_path):
     text.write_text("not hdf5")
     with pytest.raises(Exception, match="not a readable H5MD file"):
         convert(str(text), str(tmp_path / "o.h5md"), progress=False)
+
+
+def test_other_particle_group_without_box_gets_one(tmp_path, adk):
+    """Found by make fuzz (case 629): a second particle group without a box group (as some
+    writers leave it) was carried over as is, and the output failed validate (H5MD010)."""
+    from h5mdtool import split, validate
+
+    source = str(tmp_path / "two_groups.h5md")
+    convert(adk[1], source, stop=6, progress=False)
+    with h5py.File(source, "r+") as f:
+        water = f.create_group("particles/water/position")
+        water["value"] = np.ones((6, 2, 3), np.float32)
+        water["step"] = f["particles/trajectory/position/step"][()]
+        water["time"] = f["particles/trajectory/position/time"][()]
+    output = str(tmp_path / "out.h5md")
+    convert(source, output, progress=False)
+    with h5py.File(output, "r") as f:
+        box = f["particles/water/box"]
+        assert int(box.attrs["dimension"]) == 3 and [b.decode() for b in box.attrs["boundary"]] == ["none"] * 3
+        assert np.array_equal(f["particles/water/position/value"][()], np.ones((6, 2, 3), np.float32))
+    assert "H5MD010" not in {f.rule for r in validate(output).files for f in r.findings}
+    split(source, str(tmp_path / "parts"), 2, format="h5md", progress=False)
+    report = validate(str(tmp_path / "parts" / "manifest.json"))
+    assert "H5MD010" not in {f.rule for r in report.files for f in r.findings}
