@@ -241,11 +241,7 @@ def carry_over(source, destination, particle_group, steps=None, atoms=None, n_at
                 else:
                     copier.element(path)
                     if path in dst and "box" not in dst[path]:
-                        # H5MD 1.1 asks a box in every particle group; some writers leave it out
-                        box = dst[path].create_group("box")
-                        box.attrs["dimension"] = np.int32(3)
-                        box.attrs["boundary"] = fixed_ascii_array(["none"] * 3)
-                        copier.reduced.append(f"/{path}: box added (dimension 3, boundary none), as H5MD 1.1 asks")
+                        _ensure_box(src[path], dst[path], path, copier)
                 continue
             for element in src[path]:
                 if element not in REWRITTEN:
@@ -255,6 +251,21 @@ def carry_over(source, destination, particle_group, steps=None, atoms=None, n_at
                               "skipped": copier.skipped}
         dst[PROVENANCE].attrs["json"] = json.dumps(record, sort_keys=True)
     return record["relayout"]
+
+
+def _ensure_box(source_group, group, path, copier):
+    """Give a carried-over particle group the box H5MD 1.1 asks of every particle group: the
+    source's attributes when its box group was left out as empty, else an open box."""
+    box = group.create_group("box")
+    source_box = source_group.get("box")
+    if source_box is not None and "dimension" in source_box.attrs and "boundary" in source_box.attrs:
+        for name in ("dimension", "boundary"):
+            box.attrs[name] = source_box.attrs[name]
+        copier.copied.append(f"/{path}/box (its attributes; the group holds no data)")
+        return
+    box.attrs["dimension"] = np.int32(3)
+    box.attrs["boundary"] = fixed_ascii_array(["none"] * 3)
+    copier.reduced.append(f"/{path}: box added (dimension 3, boundary none), as H5MD 1.1 asks")
 
 
 def _text(value):

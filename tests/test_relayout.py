@@ -134,8 +134,9 @@ def test_h5md_input_errors(tmp_path):
 
 
 def test_other_particle_group_without_box_gets_one(tmp_path, adk):
-    """Found by make fuzz (case 629): a second particle group without a box group (as some
-    writers leave it) was carried over as is, and the output failed validate (H5MD010)."""
+    """Found by make fuzz (case 629): a second particle group whose box group is empty (pyh5md)
+    lost it when carried over, and the output failed validate (H5MD010). An empty box keeps
+    its attributes; a group without any box gets an open one."""
     from h5mdtool import split, validate
 
     source = str(tmp_path / "two_groups.h5md")
@@ -145,12 +146,17 @@ def test_other_particle_group_without_box_gets_one(tmp_path, adk):
         water["value"] = np.ones((6, 2, 3), np.float32)
         water["step"] = f["particles/trajectory/position/step"][()]
         water["time"] = f["particles/trajectory/position/time"][()]
+        ions = f.create_group("particles/ions")
+        ions.create_group("box").attrs.update({"dimension": np.int32(3), "boundary": np.array([b"periodic"] * 3)})
+        ions.create_group("position")["value"] = np.zeros((6, 1, 3), np.float32) + 2.0
+        ions["position/step"] = f["particles/trajectory/position/step"][()]
     output = str(tmp_path / "out.h5md")
     convert(source, output, progress=False)
     with h5py.File(output, "r") as f:
         box = f["particles/water/box"]
         assert int(box.attrs["dimension"]) == 3 and [b.decode() for b in box.attrs["boundary"]] == ["none"] * 3
         assert np.array_equal(f["particles/water/position/value"][()], np.ones((6, 2, 3), np.float32))
+        assert [b.decode() for b in f["particles/ions/box"].attrs["boundary"]] == ["periodic"] * 3
     assert "H5MD010" not in {f.rule for r in validate(output).files for f in r.findings}
     split(source, str(tmp_path / "parts"), 2, format="h5md", progress=False)
     report = validate(str(tmp_path / "parts" / "manifest.json"))
