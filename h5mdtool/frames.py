@@ -360,16 +360,39 @@ def _reader_with_offsets(fmt, offsets):
 
 
 def _h5md_reader(group):
-    """An MDAnalysis H5MD reader class that reads particle group *group*."""
+    """An MDAnalysis H5MD reader class of particle group *group* (None: the first listed)
+    that does not read velocities or forces saved at other steps than the positions."""
     from MDAnalysis.coordinates.H5MD import H5MDReader
+
+    def _select(self):
+        if group is not None:
+            self._particle_group = self._file["particles"][group]
+
+    def _own_steps(self, name):
+        particles = self._particle_group
+        if name not in particles or "position" not in particles:
+            return False
+        mine, positions = particles[name], particles["position"]
+        if mine["value"].shape[0] != positions["value"].shape[0]:
+            return True
+        steps = mine.get("step"), positions.get("step")
+        return all(s is not None and s.shape == positions["value"].shape[:1] for s in steps) \
+            and not np.array_equal(steps[0][()], steps[1][()])
 
     def open_trajectory(self):
         H5MDReader.open_trajectory(self)
-        self._particle_group = self._file["particles"][group]
+        _select(self)
+        self._h5mdtool_skip = [name for name in ("velocity", "force") if _own_steps(self, name)]
+
+    def _read_frame(self, frame):
+        for name in getattr(self, "_h5mdtool_skip", ()):
+            self._has[name] = False
+        return H5MDReader._read_frame(self, frame)
 
     def __setstate__(self, state):
         H5MDReader.__setstate__(self, state)
-        self._particle_group = self._file["particles"][group]
+        _select(self)
 
     return type("H5mdToolH5MDReader", (H5MDReader,),
-                {"format": f"H5MDTOOL-H5MD-{group}", "open_trajectory": open_trajectory, "__setstate__": __setstate__})
+                {"format": f"H5MDTOOL-H5MD-{group}", "open_trajectory": open_trajectory, "_read_frame": _read_frame,
+                 "__setstate__": __setstate__})

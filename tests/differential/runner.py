@@ -65,7 +65,7 @@ class Plan:
 
 def layout_problem(options):
     """Why a layout option set is a usage error, or None (the documented rules)."""
-    compression = options.get("compression", "none")
+    compression = options.get("compression", "auto")  # the command's default
     # auto: zstd with --precision, else no compression (issue 13's defaults)
     compressed = compression not in ("none", "auto") or (compression == "auto" and options.get("precision") is not None)
     if options.get("contiguous") and compressed:
