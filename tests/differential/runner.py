@@ -140,8 +140,9 @@ def plan(case):
                 raise oracle.Refusal(problem)
         if case.command == "split" and options["format"] == "same":
             formats = {s.format for s in case.segments}
-            if "h5md" in formats:
-                raise oracle.Refusal("--format same with H5MD input")
+            if formats - {"xtc", "trr", "dcd"}:
+                # byte copies of XTC, TRR and CHARMM DCD frames only (LAMMPS DCD is named by --format)
+                raise oracle.Refusal(f"--format same with {', '.join(sorted(formats))} input")
             if len(formats) > 1:
                 raise oracle.Refusal("--format same with inputs of several formats")
         joined = read_sources(case)
@@ -187,6 +188,8 @@ def _frames(options, joined):
     if by_number and by_time:
         raise oracle.Refusal("--start/--stop/--step with -b/-e/--dt")
     if by_time:
+        if not joined.time_recorded:
+            raise oracle.Refusal("-b/-e/--dt on a source that records no time (MDAnalysis makes up 1 ps per frame)")
         return oracle.select_times(joined.times, options.get("begin"), options.get("end"), options.get("dt"))
     return oracle.select_frames(joined.n_frames, options.get("start"), options.get("stop"), options.get("step"))
 
