@@ -219,3 +219,31 @@ def test_trz_frames_read_at_their_offsets_not_by_their_numbers(tmp_path):
     convert(path, output, progress=False)
     frames = source_frames(data.TRZ, "TRZ", lambda ts, frame: int(ts.data["frame"]), n_atoms=8184)
     compare_output(output, frames)
+
+
+def test_trz_positions_kept_bit_for_bit_not_through_angstrom(tmp_path):
+    """Regression (differential harness, split of a TRZ: positions-differ, 1 ulp): TRZ stores
+    float32 nm; read through MDAnalysis's Angstrom and divided back by 10, about one value in
+    twenty moved by one unit in the last place. They are now stored exactly as in the file,
+    as are the velocities and the box vectors MDAnalysis derives from the stored ones."""
+    path = str(tmp_path / "values.trz")
+    write_trz(path, n_frames=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        stored = mda.Universe(path, n_atoms=3341, convert_units=False).trajectory
+        positions = np.array([ts.positions.copy() for ts in stored])
+        velocities = np.array([ts.velocities.copy() for ts in stored])
+        stored.close()
+    # the data would show the defect: some values change through Angstrom and back
+    through_angstrom = (positions * np.float32(10.0)) / np.float32(10.0)
+    assert np.count_nonzero(through_angstrom != positions) > 100
+    output = str(tmp_path / "values.h5md")
+    convert(path, output, progress=False)
+    import h5py
+
+    with h5py.File(output, "r") as handle:
+        trajectory = handle["particles/trajectory"]
+        np.testing.assert_array_equal(trajectory["position/value"][()], positions)
+        np.testing.assert_array_equal(trajectory["velocity/value"][()], velocities)
+        np.testing.assert_allclose(np.diagonal(trajectory["box/edges/value"][()], axis1=1, axis2=2),
+                                   np.tile([7.0, 7.1, 7.2], (3, 1)), rtol=1e-6)
