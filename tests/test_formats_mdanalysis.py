@@ -24,7 +24,7 @@ def adk_universe():
         return mda.Universe(data.PSF, data.DCD)
 
 
-def write_lammps_dcd(path, n_frames=20):
+def write_lammps_dcd(path, n_frames=20, dimensions=None):
     """AdK frames as a LAMMPS DCD (units real: fs) with time step 2 fs, every 50 steps from step 1000."""
     from MDAnalysis.coordinates.LAMMPS import DCDWriter
 
@@ -32,7 +32,9 @@ def write_lammps_dcd(path, n_frames=20):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with DCDWriter(path, universe.atoms.n_atoms, dt=0.1, nsavc=50, istart=1000) as writer:
-            for _ in universe.trajectory[:n_frames]:
+            for ts in universe.trajectory[:n_frames]:
+                if dimensions is not None:
+                    ts.dimensions = dimensions
                 writer.write(universe.atoms)
 
 
@@ -247,3 +249,60 @@ def test_trz_positions_kept_bit_for_bit_not_through_angstrom(tmp_path):
         np.testing.assert_array_equal(trajectory["velocity/value"][()], velocities)
         np.testing.assert_allclose(np.diagonal(trajectory["box/edges/value"][()], axis1=1, axis2=2),
                                    np.tile([7.0, 7.1, 7.2], (3, 1)), rtol=1e-6)
+
+
+@pytest.mark.mpi
+def test_validate_against_lammps_dcd_parts_with_against_format(comm, shared_tmp):
+    """Regression (differential harness, split of LAMMPS DCDs: validate-against-parts): validate
+    --against had no way to name the source's format and read a LAMMPS DCD as CHARMM's (DELTA in
+    AKMA units), so every time differed. ``against_format="LAMMPS"`` reads it as convert does."""
+    from h5mdtool import split, validate
+
+    path = os.path.join(shared_tmp, "boxed-lammps.dcd")
+    if comm.rank == 0:
+        write_lammps_dcd(path, n_frames=6, dimensions=[60.0, 61.0, 62.0, 90.0, 90.0, 90.0])
+    comm.Barrier()
+    parts = os.path.join(shared_tmp, "lammps-parts")
+    split([path], parts, 2, comm=comm, format="h5md", input_format="LAMMPS", force=True, progress=False)
+    report = validate([os.path.join(parts, "manifest.json")], comm=comm, against=[path], against_format="LAMMPS")
+    assert report.exit_code == 0, [f.message for r in report.files for f in r.findings]
+    as_charmm = validate([os.path.join(parts, "manifest.json")], comm=comm, against=[path])
+    assert as_charmm.exit_code == 1 and any(f.rule == "AGAINST002" for r in as_charmm.files for f in r.findings)
+    comm.Barrier()
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("engine", ["blocks", "frames"])
+def test_bench_rmsd_lammps_dcd_with_format(comm, shared_tmp, engine):
+    """bench rmsd --format LAMMPS: times in ps from LAMMPS's fs time step, as MDAnalysis's
+    LAMMPS reader gives them (without it, the bytes are read as a CHARMM DCD); RMSDs equal."""
+    from h5mdtool import bench_rmsd
+    from MDAnalysis.analysis import rms
+
+    path = os.path.join(shared_tmp, "bench-lammps.dcd")
+    if comm.rank == 0:
+        write_lammps_dcd(path, n_frames=7)
+    comm.Barrier()
+    result = bench_rmsd(path, data.PSF, comm=comm, format="LAMMPS", engine=engine, block_frames=2)
+    if comm.rank == 0:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            universe = mda.Universe(data.PSF, path, format="LAMMPS")
+            expected = rms.RMSD(universe, select="name CA").run().results.rmsd
+        np.testing.assert_allclose(result["rmsd"][:, 1], (1000 + 50 * np.arange(7)) * 0.002, rtol=1e-6)
+        np.testing.assert_allclose(result["rmsd"][:, 1], expected[:, 1], rtol=1e-6)
+        np.testing.assert_allclose(result["rmsd"][:, 2], expected[:, 2], atol=1e-4)
+    comm.Barrier()
+
+
+def test_bench_format_refused_for_a_manifest_and_validate_format_without_source(tmp_path):
+    from h5mdtool import validate
+    from h5mdtool.bench_input import inspect_input
+    from h5mdtool.errors import UsageError
+
+    with pytest.raises(UsageError, match="--against-format names the format of the --against source"):
+        validate([str(tmp_path / "x.h5md")], against_format="LAMMPS")
+    (tmp_path / "parts").mkdir()
+    (tmp_path / "parts" / "manifest.json").write_text("{}")
+    with pytest.raises(UsageError, match="--format names the format of trajectory files"):
+        inspect_input([str(tmp_path / "parts")], format="LAMMPS")

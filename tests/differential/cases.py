@@ -18,7 +18,7 @@ from .writers import write_segment, write_topology
 EXTENSIONS = {"xtc": ".xtc", "trr": ".trr", "dcd": ".dcd", "h5md": ".h5md", "ncdf": ".ncdf", "trz": ".trz",
               "gsd": ".gsd", "lammps": ".dcd"}
 #: The keyword naming the input format in each API call (split's ``format`` is the parts' format).
-INPUT_FORMAT_KEYWORD = {"convert": "format", "split": "input_format"}
+INPUT_FORMAT_KEYWORD = {"convert": "format", "split": "input_format", "validate": "against_format", "bench": "format"}
 
 
 @dataclass
@@ -70,9 +70,9 @@ def api_kwargs(case):
     if options.get("topology") is True:
         options["topology"] = case.topology
     name = input_format(case)
-    if name is not None:
-        if case.command not in INPUT_FORMAT_KEYWORD:
-            raise ValueError(f"h5mdtool {case.command} takes no input format: {name} input cannot be given to it")
+    # bench reads the source, or an H5MD file or split parts made from it (which need no format)
+    reads_source = case.command != "bench" or case.prepared.get("bench_input") == case.inputs[0]
+    if name is not None and reads_source:
         options[INPUT_FORMAT_KEYWORD[case.command]] = name
     return options
 
@@ -108,7 +108,7 @@ _FLAGS = {
     "compression": "--compression", "compression_level": "--compression-level", "stripe_count": "--stripe-count",
     "stripe_size": "--stripe-size", "block_bytes": "--block-size", "format": "--format", "ref_frame": "--ref-frame",
     "engine": "--engine", "block_frames": "--block-frames", "begin": "-b", "end": "-e", "dt": "--dt",
-    "input_format": "--input-format",
+    "input_format": "--input-format", "against_format": "--against-format",
 }
 
 

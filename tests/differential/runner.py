@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import oracle
-from .cases import command_line, outputs, reproduction, request
+from .cases import command_line, input_format, outputs, reproduction, request
 from .checks import Failure, check_frames, check_mdanalysis_readback, check_validate, leftover_temporaries, expected_errors
 from .h5md_output import read_output
 from .known import classify
@@ -245,11 +245,12 @@ def prepare(case, the_plan, serial_pool, timeout):
             return
         if kind == "converted":
             target = os.path.join(case.directory, "bench.h5md")
-            call = {"function": "convert", "args": [case.inputs, target], "kwargs": {"progress": False}}
+            call = {"function": "convert", "args": [case.inputs, target],
+                    "kwargs": {"progress": False, "format": input_format(case)}}
         else:
             target = os.path.join(case.directory, "bench-parts")
             call = {"function": "split", "args": [case.inputs, target, min(3, the_plan.expected.n_frames)],
-                    "kwargs": {"progress": False}}
+                    "kwargs": {"progress": False, "input_format": input_format(case)}}
             target = os.path.join(target, "manifest.json")
         outcome = serial_pool.call(call, timeout)
         if outcome["status"] != "done" or outcome["ranks"][0]["status"] != "ok":

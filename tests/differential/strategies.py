@@ -11,7 +11,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from .cases import Case
-from .spec import (BOX_STORES, FORMAT_OVERRIDE, ISSUE14_FORMATS, LENGTH_PER_NM, LENGTH_UNITS, REGIMES, TIME_PER_PS, TIME_UNITS,
+from .spec import (BOX_STORES, ISSUE14_FORMATS, LENGTH_PER_NM, LENGTH_UNITS, REGIMES, TIME_PER_PS, TIME_UNITS,
                    SegmentSpec, boxes, coordinates, make_steps)
 from .writers import ATOM_NAMES
 
@@ -26,8 +26,6 @@ DRAWN_FORMATS = ("xtc", "trr", "dcd", "h5md") * 4 + ISSUE14_FORMATS
 #: Formats MDAnalysis numbers or times per file (no step in NCDF, GSD's made-up time):
 #: their cases have one segment.
 SINGLE_SEGMENT_FORMATS = ("ncdf", "trz", "gsd")
-#: Commands whose API takes no input format: inputs that need ``--format`` (LAMMPS DCD) are not drawn.
-COMMANDS_WITHOUT_INPUT_FORMAT = ("validate", "bench")
 #: LAMMPS DCD time steps drawn (fs, LAMMPS ``units real``).
 LAMMPS_DELTAS_FS = (1.0, 2.0, 0.5)
 
@@ -445,13 +443,10 @@ def bench_options(draw, n_frames):
 def cases(draw, commands=COMMANDS):
     """One differential case: input segments, a command and its options."""
     command = draw(st.sampled_from(commands))
-    formats = DRAWN_FORMATS
-    if command in COMMANDS_WITHOUT_INPUT_FORMAT:
-        formats = tuple(f for f in DRAWN_FORMATS if f not in FORMAT_OVERRIDE)
     if command == "bench":
-        segments, names, info = draw(segment_sets(max_segments=1, formats=formats))
+        segments, names, info = draw(segment_sets(max_segments=1, formats=DRAWN_FORMATS))
     else:
-        segments, names, info = draw(segment_sets(formats=formats))
+        segments, names, info = draw(segment_sets(formats=DRAWN_FORMATS))
     if command == "convert":
         options = draw(convert_options(segments, names))
     elif command == "split":
