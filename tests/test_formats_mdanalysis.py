@@ -306,3 +306,32 @@ def test_bench_format_refused_for_a_manifest_and_validate_format_without_source(
     (tmp_path / "parts" / "manifest.json").write_text("{}")
     with pytest.raises(UsageError, match="--format names the format of trajectory files"):
         inspect_input([str(tmp_path / "parts")], format="LAMMPS")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("fmt", [None, "LAMMPS"])
+def test_dcd_zero_cell_box_mismatch(comm, shared_tmp, fmt):
+    """Regression (differential harness, dcd-zero-cell-box-mismatch): a DCD flagged periodic
+    whose unit cells have zero lengths (what MDAnalysis's DCDWriter writes for a universe
+    without a box) holds no box, as MDAnalysis reads it; the scan counted one in every frame,
+    so validate --against an exact copy failed (AGAINST003: the file has no box but the
+    source has one). CHARMM and LAMMPS DCD alike."""
+    from h5mdtool import validate
+
+    path = os.path.join(shared_tmp, "no-box.dcd")
+    if comm.rank == 0:
+        write_lammps_dcd(path, n_frames=4)  # AdK has no box: the writer stores zero-length cells
+        from MDAnalysis.lib.formats.libdcd import DCDFile
+
+        with DCDFile(path) as handle:
+            assert handle.is_periodic and not np.any(handle.readframes().unitcell[:, [0, 2, 5]])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert all(ts.dimensions is None for ts in mda.Universe(path, format=fmt or "DCD").trajectory)
+        assert not scan([path], format=fmt).has("box")
+    comm.Barrier()
+    output = os.path.join(shared_tmp, "no-box.h5md")
+    convert(path, output, comm=comm, format=fmt, progress=False)
+    report = validate([output], comm=comm, against=[path], against_format=fmt)
+    assert report.exit_code == 0, [f.message for r in report.files for f in r.findings]
+    comm.Barrier()

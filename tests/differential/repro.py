@@ -85,7 +85,12 @@ def recipes():
     natoms = _xtc(n_frames=3, n_atoms=20, natoms_change_frame=1)
     truncated = _xtc(n_frames=3, extra={"truncate": ("header", 0.5)})
     no_positions = _trr(has_positions=np.array([True, False, True]))
+    zero_cells = _dcd(0)
+    zero_cells.extra["zero_cells"] = True
     return {
+        "dcd-zero-cell-box-mismatch": (Case("validate", [zero_cells], NAMES, {"mutation": None}),
+                                       "DCD flagged periodic whose unit cells have zero lengths (MDAnalysis's "
+                                       "DCDWriter without a box), validate --against an exact copy"),
         "single-chunk-zeros": (Case("convert", [_xtc(n_frames=1)], NAMES, {}), "one frame, one chunk: stored as zeros (serial)"),
         "precision-beyond-bound": (Case("convert", [near], NAMES[:2], {"precision": 0.01}), "0.0099999998 with --precision 0.01"),
         "box-first-frame-or-partial": (Case("convert", [missing_box], NAMES, {}), "XTC whose frame 0 has no box"),

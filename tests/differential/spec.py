@@ -123,7 +123,7 @@ class SegmentSpec:
             summary["truncated_to_bytes"] = self.truncate_at
         if self.natoms_change_frame is not None:
             summary["atom_count_changes_at_frame"] = self.natoms_change_frame
-        if self.extra.get("zero_box"):
+        if self.extra.get("zero_box") or self.extra.get("zero_cells"):
             summary["box"] = "all zeros"
         return summary
 

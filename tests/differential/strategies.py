@@ -174,6 +174,8 @@ def _dcd_segment(draw, rng, n_atoms, n_frames, first_step, stride, common, fmt="
             cells[:, :3] *= 1.0 + rng.uniform(-0.02, 0.02, (n_frames, 1))
         spec.extra["dcd_cells"] = cells
         spec.has_box = np.ones(n_frames, bool)
+    elif draw(st.integers(0, 3)) == 0:
+        spec.extra["zero_cells"] = True  # the periodic flag set, every cell of zero lengths (no box)
     if draw(st.integers(0, 19)) == 0:
         spec.extra["truncate"] = (draw(st.sampled_from(("header", "data"))), draw(st.floats(0.0, 1.0)))
     return spec

@@ -86,12 +86,14 @@ def _write_dcd(spec, path):
     from MDAnalysis.lib.formats.libdcd import DCDFile
 
     cells = spec.extra.get("dcd_cells")  # (n, 6): A, B, C (Angstrom), alpha, beta, gamma (degrees)
+    # "periodic" with zero lengths: the record MDAnalysis's DCDWriter writes for a universe without a box
+    zero_cells = bool(spec.extra.get("zero_cells"))
     with DCDFile(path, "w") as handle:
         handle.write_header(remarks=b"h5mdtool differential harness", natoms=spec.n_atoms,
                             istart=int(spec.dcd_istart), nsavc=int(spec.dcd_nsavc),
-                            delta=float(spec.dcd_delta_akma), is_periodic=int(cells is not None))
+                            delta=float(spec.dcd_delta_akma), is_periodic=int(cells is not None or zero_cells))
         for frame in range(spec.n_frames):
-            box = None
+            box = np.array([0.0, 1.0, 0.0, 1.0, 1.0, 0.0]) if zero_cells else None
             if cells is not None:
                 a, b, c, alpha, beta, gamma = np.asarray(cells[frame], np.float64)
                 angles = np.array([gamma, beta, alpha])
