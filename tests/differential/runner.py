@@ -659,6 +659,7 @@ class Runner:
         self.log = log or sys.stderr
         self.cli_runs = 0
         self.plans = {}
+        self.input_formats = {}
         self.seen = set()
 
     def close(self):
@@ -679,6 +680,8 @@ class Runner:
         the_plan = plan(case)
         key = f"{case.command}:{the_plan.must}" + (f"({the_plan.refusal_kind})" if the_plan.must == "refuse" else "")
         self.plans[key] = self.plans.get(key, 0) + 1
+        formats = "+".join(sorted({s.format for s in case.segments}))
+        self.input_formats[formats] = self.input_formats.get(formats, 0) + 1
         prepare(case, the_plan, self.pools[1], self.timeout)
         new = []
         for ranks in self.ranks:
@@ -741,7 +744,8 @@ class Runner:
 
     def report(self):
         """``N cases, F failures`` per rank count, then failures grouped by kind."""
-        lines = ["cases by command and expectation: " + ", ".join(f"{k} {v}" for k, v in sorted(self.plans.items()))]
+        lines = ["cases by command and expectation: " + ", ".join(f"{k} {v}" for k, v in sorted(self.plans.items())),
+                 "cases by input format: " + ", ".join(f"{k} {v}" for k, v in sorted(self.input_formats.items()))]
         for ranks in self.ranks:
             c = self.counts[ranks]
             lines.append(f"ranks {ranks}: {c['cases']} cases, {c['failures']} failures"
