@@ -123,6 +123,8 @@ class SegmentSpec:
             summary["truncated_to_bytes"] = self.truncate_at
         if self.natoms_change_frame is not None:
             summary["atom_count_changes_at_frame"] = self.natoms_change_frame
+        if self.extra.get("ncdf_scales"):
+            summary["scale_factors"] = self.extra["ncdf_scales"]
         if self.extra.get("zero_box") or self.extra.get("zero_cells"):
             summary["box"] = "all zeros"
         return summary

@@ -220,6 +220,11 @@ def _mda_written_segment(draw, rng, fmt, n_atoms, n_frames, first_step, stride, 
         if fmt == "ncdf" and draw(st.booleans()):
             spec.forces = rng.normal(0.0, 50.0, (n_frames, n_atoms, 3))
             spec.has_forces = np.ones(n_frames, bool)
+    if fmt == "ncdf" and draw(st.integers(0, 3)) == 0:
+        # scale_factor attributes other than AMBER's velocity one (the writer divides, readers multiply)
+        spec.extra["ncdf_scales"] = {name: float(draw(st.sampled_from((0.5, 2.0, 20.455))))
+                                     for name in ("scale_coordinates", "scale_time", "scale_forces",
+                                                  "scale_cell_lengths") if draw(st.booleans())}
     return spec
 
 

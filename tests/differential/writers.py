@@ -157,7 +157,7 @@ def _write_ncdf(spec, path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # scipy's slower NetCDF-3 writer is announced
         with NCDFWriter(path, spec.n_atoms, velocities=spec.velocities is not None,
-                        forces=spec.forces is not None) as writer:
+                        forces=spec.forces is not None, **spec.extra.get("ncdf_scales", {})) as writer:
             for frame, ts in enumerate(universe.trajectory):
                 ts.time = float(spec.times[frame])
                 writer.write(universe)
