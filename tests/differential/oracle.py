@@ -166,6 +166,8 @@ def read_segment(spec, path, topology):
         _dcd_details(spec, path, topology, frames)
     elif spec.format in ("ncdf", "trz", "gsd"):
         _mda_boxes(spec, path, topology, frames)
+        if spec.extra.get("ncdf_scales"):
+            _ncdf_scaled(path, frames)
     elif spec.format in ("xtc", "trr"):
         _xdr_boxes(spec, path, frames)
     else:
@@ -225,6 +227,32 @@ def _mda_boxes(spec, path, topology, frames):
     if spec.format == "gsd":
         frames.time_recorded = False
         frames.notes.append("gsd: no time in the format: MDAnalysis's default, 1 ps per frame")
+
+
+def _ncdf_scaled(path, frames):
+    """NCDF with scale factors: each value is the stored float32 times its variable's
+    ``scale_factor`` (the AMBER convention), computed here in float64. MDAnalysis's
+    NCDFReader multiplies in float32, one rounding more, which moved times by 4e-8 relative
+    and forces by more than one float32 step after the unit conversion."""
+    import math
+
+    from scipy.io import netcdf_file
+
+    def scaled(handle, name):
+        variable = handle.variables[name]
+        values = np.array(variable.data, np.float64)
+        factor = getattr(variable, "scale_factor", None)
+        return values if factor is None or math.isclose(float(factor), 1.0) else values * float(factor)
+
+    with netcdf_file(path, "r", mmap=False, maskandscale=False) as handle:
+        frames.times = scaled(handle, "time")
+        frames.time_exact = False
+        frames.positions.values = scaled(handle, "coordinates") / 10.0
+        if frames.velocities is not None:
+            frames.velocities.values = scaled(handle, "velocities") / 10.0
+        if frames.forces is not None:
+            frames.forces.values = scaled(handle, "forces") * 41.84
+    frames.notes.append("ncdf: values are the stored ones times their scale_factor, in float64 (AMBER convention)")
 
 
 def _xdr_boxes(spec, path, frames):
