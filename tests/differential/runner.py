@@ -220,6 +220,10 @@ def _bench_plan(case, expected):
         reasons.append("the source has no time")
     if _mixed_time(case):
         reasons.append(MIXED_TIME)
+    if (options["engine"] == "frames" and options.get("input", "source") == "source"
+            and any(s.format == "h5md" and s.group_name != "trajectory" for s in case.segments)):
+        # the frames engine reads through MDAnalysis, whose H5MDReader opens particles/trajectory only
+        reasons.append("engine frames on an H5MD file whose particle group is not named trajectory")
     if reasons:
         result.must, result.reasons = "either", reasons
     return result
