@@ -118,7 +118,7 @@ def _files_opened(info, source, local, plan, rank, engine):
     return opened
 
 
-def _run_once(paths, topology, options, group, block_frames, compute_load, engine, comm):
+def _run_once(paths, topology, options, group, block_frames, compute_load, engine, comm, input_format=None):
     """One timed run on every rank: (RMSD rows on rank 0, this rank's record, info, plan, partition)."""
     from .formats import load_decoders
 
@@ -127,8 +127,8 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
         import MDAnalysis  # noqa: F401 - its import (0.4 s, the first run only) belongs to the topology
         clock.charge("t_init_top")
     else:
-        load_decoders(paths)  # while rank 0 scans: their first read need not import them
-    info = root_call(comm, inspect_input, paths, group)
+        load_decoders(paths, input_format)  # while rank 0 scans: their first read need not import them
+    info = root_call(comm, inspect_input, paths, group, input_format)
     clock.charge("t_init_traj")
     plan, root_phases = root_call(comm, plan_analysis, info, topology, options)
     if comm.rank == 0:
@@ -208,7 +208,7 @@ def _topology_record(topology, n_atoms):
 @entry_point
 def bench_rmsd(inputs, topology, *, comm=None, select="name CA", calc_select=(), index=None, weights=None,
                reference=None, ref_frame=None, start=None, stop=None, step=None, begin=None, end=None, dt=None,
-               group=None, block_frames=1024, compute_load=1, repeat=1, engine="blocks"):
+               group=None, block_frames=1024, compute_load=1, repeat=1, engine="blocks", format=None):
     """Run the parallel RMSD benchmark and return the RMSDs and the report (rank 0; None elsewhere).
 
     The RMSDs equal MDAnalysis's ``rms.RMSD(u, select=select, groupselections=calc_select,
@@ -241,6 +241,9 @@ def bench_rmsd(inputs, topology, *, comm=None, select="name CA", calc_select=(),
         Frames analysed by time in ps, as ``gmx -b -e -dt`` (not with start/stop/step).
     group : str, optional
         H5MD particle group (default: the first listed, the one MDAnalysis reads).
+    format : str, optional
+        Read the input segments as this format whatever their extension (``LAMMPS`` for a
+        LAMMPS DCD, whose time step is in fs), as ``convert(format=...)``.
     block_frames : int
         Frames read and superposed at once per rank (memory bound; capped at the rank's
         frames); for H5MD files chunked by several frames, whole chunks (at least one).
@@ -278,7 +281,7 @@ def bench_rmsd(inputs, topology, *, comm=None, select="name CA", calc_select=(),
     runs, rmsd = [], None
     for number in range(repeat):
         rmsd, record, info, plan, partition = _run_once(paths, topology, options, group, block_frames, compute_load,
-                                                        engine, comm)
+                                                        engine, comm, input_format=format)
         records = comm.gather(record, root=0)
         if comm.rank == 0:
             runs.append({"repeat": number, **summarise(records, info.kind)})

@@ -144,7 +144,7 @@ def manifest_path(path):
     return path if is_manifest(path) else None
 
 
-def inspect_input(paths, group=None):
+def inspect_input(paths, group=None, format=None):
     """Describe the input (rank 0): an H5MD file, segments of one trajectory, or a split manifest.
 
     Parameters
@@ -154,6 +154,8 @@ def inspect_input(paths, group=None):
         order (any format of :mod:`h5mdtool.formats`).
     group : str, optional
         H5MD particle group (default: the first listed, as MDAnalysis reads).
+    format : str, optional
+        Read every segment as this format (``LAMMPS`` for a LAMMPS DCD), whatever its extension.
 
     Returns
     -------
@@ -173,16 +175,18 @@ def inspect_input(paths, group=None):
     if any(manifests) and len(paths) > 1:
         raise UsageError("a split manifest is a whole trajectory: give it alone")
     if len(paths) == 1 and manifests[0]:
+        if format is not None:
+            raise UsageError("--format names the format of trajectory files; a split manifest names its parts' own")
         return _inspect_manifest(manifests[0], group)
     for path in paths:
         if os.path.isdir(path):
             raise InputError(f"{path}: is a directory without {MANIFEST_NAME} (not a split trajectory)")
         if not os.path.exists(path):
             raise InputError(f"{path}: no such file")
-    formats = [detect_format(p) for p in paths]
+    formats = [detect_format(p, format) for p in paths]
     if group is not None and any(f != "H5MD" for f in formats):
         raise UsageError("--group chooses the particle group of H5MD files; this input is " + ", ".join(formats))
-    index = scan(paths, group=group)
+    index = scan(paths, group=group, format=format)
     _check_positions(index)
     n_frames = len(position_frames(index))
     if len(paths) == 1 and formats[0] == "H5MD":

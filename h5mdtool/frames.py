@@ -327,7 +327,7 @@ _READER_CLASSES = {}
 
 
 def mdanalysis_reader(piece, h5md_group=None):
-    """The MDAnalysis reader class for *piece*, or None for MDAnalysis's own choice.
+    """The MDAnalysis reader class or format name for *piece*.
 
     XTC/TRR: a reader that takes the offsets rank 0 computed, or that this rank scans for a
     part (nothing written beside the file); H5MD with *h5md_group*: a reader of that particle
@@ -340,7 +340,9 @@ def mdanalysis_reader(piece, h5md_group=None):
         if h5md_group not in _READER_CLASSES:
             _READER_CLASSES[h5md_group] = _h5md_reader(h5md_group)
         return _READER_CLASSES[h5md_group]
-    return None
+    # the format the scan read (MDAnalysis's name for it too): a LAMMPS DCD ends in .dcd,
+    # from which MDAnalysis alone would choose CHARMM's reader and its time unit
+    return piece.format
 
 
 def _reader_with_offsets(fmt, offsets):

@@ -1035,7 +1035,7 @@ def _check_path_here(path, profile, kind):
 
 @entry_point
 def validate(paths, *, comm=None, profile="all", against=None, tolerance=None, strict=False, progress=None,
-             on_overlap="error"):
+             on_overlap="error", against_format=None):
     """Validate H5MD files and split manifests; optionally compare them with their source.
 
     Parameters
@@ -1055,6 +1055,9 @@ def validate(paths, *, comm=None, profile="all", against=None, tolerance=None, s
         Progress bar on rank 0 for the comparison.
     on_overlap : {"error", "drop"}
         How the source's overlapping segments are joined (as ``convert --on-overlap``).
+    against_format : str, optional
+        Read the source's segments as this format whatever their extension (``LAMMPS`` for a
+        LAMMPS DCD), as ``convert(format=...)``.
 
     Returns
     -------
@@ -1079,7 +1082,9 @@ def validate(paths, *, comm=None, profile="all", against=None, tolerance=None, s
     if tolerance is not None and not tolerance >= 0:
         raise UsageError(f"--tolerance must be >= 0, got {tolerance}")
     against = [os.fspath(p) for p in against or []]
-    source = root_call(comm, scan, against, on_overlap) if against else None
+    if against_format is not None and not against:
+        raise UsageError("--against-format names the format of the --against source: give the source")
+    source = root_call(comm, scan, against, on_overlap, format=against_format) if against else None
     if profile != "h5md" and comm.rank == 0:
         import MDAnalysis.coordinates.H5MD  # noqa: F401 - imported once, before the forked readers
     reports = []

@@ -24,7 +24,7 @@ def adk_universe():
         return mda.Universe(data.PSF, data.DCD)
 
 
-def write_lammps_dcd(path, n_frames=20):
+def write_lammps_dcd(path, n_frames=20, dimensions=None):
     """AdK frames as a LAMMPS DCD (units real: fs) with time step 2 fs, every 50 steps from step 1000."""
     from MDAnalysis.coordinates.LAMMPS import DCDWriter
 
@@ -32,7 +32,9 @@ def write_lammps_dcd(path, n_frames=20):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with DCDWriter(path, universe.atoms.n_atoms, dt=0.1, nsavc=50, istart=1000) as writer:
-            for _ in universe.trajectory[:n_frames]:
+            for ts in universe.trajectory[:n_frames]:
+                if dimensions is not None:
+                    ts.dimensions = dimensions
                 writer.write(universe.atoms)
 
 
@@ -219,3 +221,117 @@ def test_trz_frames_read_at_their_offsets_not_by_their_numbers(tmp_path):
     convert(path, output, progress=False)
     frames = source_frames(data.TRZ, "TRZ", lambda ts, frame: int(ts.data["frame"]), n_atoms=8184)
     compare_output(output, frames)
+
+
+def test_trz_positions_kept_bit_for_bit_not_through_angstrom(tmp_path):
+    """Regression (differential harness, split of a TRZ: positions-differ, 1 ulp): TRZ stores
+    float32 nm; read through MDAnalysis's Angstrom and divided back by 10, about one value in
+    twenty moved by one unit in the last place. They are now stored exactly as in the file,
+    as are the velocities and the box vectors MDAnalysis derives from the stored ones."""
+    path = str(tmp_path / "values.trz")
+    write_trz(path, n_frames=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        stored = mda.Universe(path, n_atoms=3341, convert_units=False).trajectory
+        positions = np.array([ts.positions.copy() for ts in stored])
+        velocities = np.array([ts.velocities.copy() for ts in stored])
+        stored.close()
+    # the data would show the defect: some values change through Angstrom and back
+    through_angstrom = (positions * np.float32(10.0)) / np.float32(10.0)
+    assert np.count_nonzero(through_angstrom != positions) > 100
+    output = str(tmp_path / "values.h5md")
+    convert(path, output, progress=False)
+    import h5py
+
+    with h5py.File(output, "r") as handle:
+        trajectory = handle["particles/trajectory"]
+        np.testing.assert_array_equal(trajectory["position/value"][()], positions)
+        np.testing.assert_array_equal(trajectory["velocity/value"][()], velocities)
+        np.testing.assert_allclose(np.diagonal(trajectory["box/edges/value"][()], axis1=1, axis2=2),
+                                   np.tile([7.0, 7.1, 7.2], (3, 1)), rtol=1e-6)
+
+
+@pytest.mark.mpi
+def test_validate_against_lammps_dcd_parts_with_against_format(comm, shared_tmp):
+    """Regression (differential harness, split of LAMMPS DCDs: validate-against-parts): validate
+    --against had no way to name the source's format and read a LAMMPS DCD as CHARMM's (DELTA in
+    AKMA units), so every time differed. ``against_format="LAMMPS"`` reads it as convert does."""
+    from h5mdtool import split, validate
+
+    path = os.path.join(shared_tmp, "boxed-lammps.dcd")
+    if comm.rank == 0:
+        write_lammps_dcd(path, n_frames=6, dimensions=[60.0, 61.0, 62.0, 90.0, 90.0, 90.0])
+    comm.Barrier()
+    parts = os.path.join(shared_tmp, "lammps-parts")
+    split([path], parts, 2, comm=comm, format="h5md", input_format="LAMMPS", force=True, progress=False)
+    report = validate([os.path.join(parts, "manifest.json")], comm=comm, against=[path], against_format="LAMMPS")
+    assert report.exit_code == 0, [f.message for r in report.files for f in r.findings]
+    as_charmm = validate([os.path.join(parts, "manifest.json")], comm=comm, against=[path])
+    assert as_charmm.exit_code == 1 and any(f.rule == "AGAINST002" for r in as_charmm.files for f in r.findings)
+    comm.Barrier()
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("engine", ["blocks", "frames"])
+def test_bench_rmsd_lammps_dcd_with_format(comm, shared_tmp, engine):
+    """bench rmsd --format LAMMPS: times in ps from LAMMPS's fs time step, as MDAnalysis's
+    LAMMPS reader gives them (without it, the bytes are read as a CHARMM DCD); RMSDs equal."""
+    from h5mdtool import bench_rmsd
+    from MDAnalysis.analysis import rms
+
+    path = os.path.join(shared_tmp, "bench-lammps.dcd")
+    if comm.rank == 0:
+        write_lammps_dcd(path, n_frames=7)
+    comm.Barrier()
+    result = bench_rmsd(path, data.PSF, comm=comm, format="LAMMPS", engine=engine, block_frames=2)
+    if comm.rank == 0:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            universe = mda.Universe(data.PSF, path, format="LAMMPS")
+            expected = rms.RMSD(universe, select="name CA").run().results.rmsd
+        np.testing.assert_allclose(result["rmsd"][:, 1], (1000 + 50 * np.arange(7)) * 0.002, rtol=1e-6)
+        np.testing.assert_allclose(result["rmsd"][:, 1], expected[:, 1], rtol=1e-6)
+        np.testing.assert_allclose(result["rmsd"][:, 2], expected[:, 2], atol=1e-4)
+    comm.Barrier()
+
+
+def test_bench_format_refused_for_a_manifest_and_validate_format_without_source(tmp_path):
+    from h5mdtool import validate
+    from h5mdtool.bench_input import inspect_input
+    from h5mdtool.errors import UsageError
+
+    with pytest.raises(UsageError, match="--against-format names the format of the --against source"):
+        validate([str(tmp_path / "x.h5md")], against_format="LAMMPS")
+    (tmp_path / "parts").mkdir()
+    (tmp_path / "parts" / "manifest.json").write_text("{}")
+    with pytest.raises(UsageError, match="--format names the format of trajectory files"):
+        inspect_input([str(tmp_path / "parts")], format="LAMMPS")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("fmt", [None, "LAMMPS"])
+def test_dcd_zero_cell_box_mismatch(comm, shared_tmp, fmt):
+    """Regression (differential harness, dcd-zero-cell-box-mismatch): a DCD flagged periodic
+    whose unit cells have zero lengths (what MDAnalysis's DCDWriter writes for a universe
+    without a box) holds no box, as MDAnalysis reads it; the scan counted one in every frame,
+    so validate --against an exact copy failed (AGAINST003: the file has no box but the
+    source has one). CHARMM and LAMMPS DCD alike."""
+    from h5mdtool import validate
+
+    path = os.path.join(shared_tmp, "no-box.dcd")
+    if comm.rank == 0:
+        write_lammps_dcd(path, n_frames=4)  # AdK has no box: the writer stores zero-length cells
+        from MDAnalysis.lib.formats.libdcd import DCDFile
+
+        with DCDFile(path) as handle:
+            assert handle.is_periodic and not np.any(handle.readframes().unitcell[:, [0, 2, 5]])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert all(ts.dimensions is None for ts in mda.Universe(path, format=fmt or "DCD").trajectory)
+        assert not scan([path], format=fmt).has("box")
+    comm.Barrier()
+    output = os.path.join(shared_tmp, "no-box.h5md")
+    convert(path, output, comm=comm, format=fmt, progress=False)
+    report = validate([output], comm=comm, against=[path], against_format=fmt)
+    assert report.exit_code == 0, [f.message for r in report.files for f in r.findings]
+    comm.Barrier()

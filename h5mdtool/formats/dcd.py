@@ -81,6 +81,9 @@ class DCDFormat(Format):
                 raise InputError(f"{path}: {stat.st_size} bytes hold the DCD header but no complete frame")
             dropped = truncated(path, whole, expected, stat.st_size - expected, rest, on_truncated)
         n_frames = whole
+        boxed = np.full(n_frames, periodic)
+        if periodic:
+            boxed = cls._frames_with_box(path, n_frames)
         nsavc = int(header["nsavc"]) or 1
         istart = int(header["istart"])
         frames = np.arange(n_frames, dtype=np.int64)
@@ -89,10 +92,23 @@ class DCDFormat(Format):
             path=path, format=cls.name, n_atoms=int(header["natoms"]), n_frames=n_frames,
             size=stat.st_size, mtime=stat.st_mtime,
             step=istart + frames * nsavc, time=(frames + istart / nsavc) * interval,
-            fields={"positions": np.ones(n_frames, bool), "box": np.full(n_frames, periodic)},
+            fields={"positions": np.ones(n_frames, bool), **({"box": boxed} if boxed.any() else {})},
             details={"istart": istart, "nsavc": nsavc, "dt_ps": interval, "delta": float(header["delta"])},
             dropped=dropped,
         )
+
+    @staticmethod
+    def _frames_with_box(path, n_frames):
+        """Which frames of a periodic DCD hold a box: a unit cell of zero lengths holds none, as
+        MDAnalysis reads it (MDAnalysis's DCDWriter writes one for a universe without a box)."""
+        from MDAnalysis.lib.formats.libdcd import DCDFile
+
+        try:
+            with DCDFile(path) as handle:
+                cells = handle.readframes(0, n_frames, order="fac", indices=[0]).unitcell
+        except (OSError, EOFError, RuntimeError, ValueError, TypeError) as error:
+            raise InputError(f"{path}: cannot read the DCD unit cells ({reason(error)})") from None
+        return np.any(unitcell_to_edges(cells) != 0, axis=(1, 2))
 
     def __init__(self, segment, atom_indices=None):
         super().__init__(segment, atom_indices)
@@ -118,7 +134,7 @@ class DCDFormat(Format):
         rows = slice(row, row + len(frames))
         if "positions" in fields:
             block.positions[rows] = angstrom_to_nm(record.xyz)
-        if self.segment.fields["box"][first]:
+        if "box" in self.segment.fields:  # edges of zero-length cells are zeros: no box
             block.edges[rows] = unitcell_to_edges(record.unitcell) / ANGSTROM_PER_NM
         else:
             block.edges[rows] = 0.0

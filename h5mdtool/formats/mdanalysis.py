@@ -17,6 +17,9 @@ ps, Angstrom/ps and kJ/(mol Angstrom)), then converted to h5mdtool's units and r
 to float32: positions and velocities divided by 10, forces multiplied by 10,
 box vectors ``triclinic_vectors`` of MDAnalysis's dimensions divided by 10. Formats
 without units (GSD, LAMMPS dump files) are read as MDAnalysis reads them: as Angstrom and ps.
+A format whose native units are h5mdtool's (TRZ: nm, nm/ps, ps) is read as stored
+(``convert_units=False``), so its float32 values are kept bit for bit instead of going
+through Angstrom and back (which moved one value in a few by one unit in the last place).
 
 The cost: every frame is decoded twice (once by the scan on rank 0, once by the rank that
 reads it), by MDAnalysis one frame at a time, and each rank's reader builds its own frame
@@ -68,6 +71,8 @@ class MDAnalysisFormat(Format):
     mda_format = None
     #: False when the file records no time and MDAnalysis's default (1 ps per frame or step) is used.
     records_time = True
+    #: True when the reader's native units are h5mdtool's (nm, nm/ps, ps): values are read as stored.
+    native_units = False
 
     @classmethod
     def reader_kwargs(cls, path):
@@ -105,7 +110,7 @@ class MDAnalysisFormat(Format):
         try:
             with warnings.catch_warnings():  # deprecations, units MDAnalysis guesses
                 warnings.simplefilter("ignore")
-                return get_reader_for(path, format=cls.mda_format)(path, **kwargs)
+                return get_reader_for(path, format=cls.mda_format)(path, convert_units=not cls.native_units, **kwargs)
         except (ImportError, NotImplementedError) as error:
             failure, message = error, f"{path}: MDAnalysis cannot read {cls.name} files here ({reason(error)})"
         except DECODE_ERRORS as error:
@@ -168,6 +173,8 @@ class MDAnalysisFormat(Format):
         from MDAnalysis.lib.mdamath import triclinic_vectors
 
         box = self.segment.fields.get("box")
+        factors = {name: (1.0, 1.0) if self.native_units else TO_H5MDTOOL[name] for name in fields}
+        box_divisor = 1.0 if self.native_units else ANGSTROM_PER_NM
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for frame in frames:
@@ -178,9 +185,9 @@ class MDAnalysisFormat(Format):
                         values = getattr(ts, name)
                         if self.atom_indices is not None:
                             values = values[self.atom_indices]
-                        convert_to(getattr(block, name)[row], values, None, *TO_H5MDTOOL[name])
+                        convert_to(getattr(block, name)[row], values, None, *factors[name])
                     if box is not None and box[frame]:
-                        block.edges[row] = np.asarray(triclinic_vectors(ts.dimensions), np.float64) / ANGSTROM_PER_NM
+                        block.edges[row] = np.asarray(triclinic_vectors(ts.dimensions), np.float64) / box_divisor
                     else:
                         block.edges[row] = 0.0
                 except DECODE_ERRORS as error:
@@ -195,7 +202,7 @@ class MDAnalysisFormat(Format):
 
 
 class TRZFormat(MDAnalysisFormat):
-    """IBIsCO/YASP TRZ trajectories (positions and velocities in nm, nm/ps; time in ps).
+    """IBIsCO/YASP TRZ trajectories (positions and velocities in nm, nm/ps; time in ps), read as stored.
 
     The file header has no atom count; each frame's has, so the first frame's is used. The
     step is the frame's ``ntrj`` field (MDAnalysis's ``ts.data["frame"]``). Frames have a fixed
@@ -205,6 +212,7 @@ class TRZFormat(MDAnalysisFormat):
     name = "TRZ"
     extensions = (".trz",)
     mda_format = "TRZ"
+    native_units = True
     decoders = ("MDAnalysis.coordinates.TRZ",)
     #: Bytes of the file header, and of a frame header up to its atom count.
     HEADER = 100

@@ -6,7 +6,7 @@ import os
 import click
 
 from ..errors import UsageError, mark_collective
-from .options import emit_json, human_bytes
+from .options import emit_json, human_bytes, input_format_option
 
 
 @click.group("bench")
@@ -122,6 +122,7 @@ def print_rmsd_report(report):
 @click.option("--reference", default=None, metavar="FILE", help="Structure file (PDB, GRO, ...) holding the reference, as gmx rms -s; selections are evaluated on it and on the trajectory's first frame. Default: --ref-frame of the trajectory.")
 @click.option("--ref-frame", type=int, default=None, help="Reference frame of the trajectory (0-based; negative counts from the end). Default: 0.")
 @click.option("--group", default=None, metavar="NAME", help="H5MD particle group to read. Default: the first listed under /particles, the one MDAnalysis reads.")
+@input_format_option("--format", subject="every INPUT file (not a split manifest)")
 @click.option("--start", type=int, default=None, help="First frame analysed (0-based, negative from the end), as MDAnalysis run(start=...). Default: 0.")
 @click.option("--stop", type=int, default=None, help="Frame to stop before (exclusive). Default: the end.")
 @click.option("--step", type=click.IntRange(min=1), default=None, help="Analyse every STEP-th frame. Default: 1.")
@@ -140,7 +141,7 @@ def print_rmsd_report(report):
 @click.option("--force", "-f", is_flag=True, help="Replace existing --out, --rmsd-out and --plot files.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of the table.")
 @click.option("--progress/--no-progress", default=None, help="Accepted for symmetry with other commands; the benchmark shows no bar (it would disturb the timings).")
-def rmsd_command(inputs, topology, select, calc_select, index, weights, reference, ref_frame, group, start, stop,
+def rmsd_command(inputs, topology, select, calc_select, index, weights, reference, ref_frame, group, input_format, start, stop,
                  step, begin, end, dt, engine, block_frames, compute_load, repeat, out_path, rmsd_out, time_unit,
                  rmsd_unit, plot_path, force, as_json, progress):
     """RMSD after optimal superposition, frames split over MPI ranks, every phase timed.
@@ -164,6 +165,7 @@ def rmsd_command(inputs, topology, select, calc_select, index, weights, referenc
       h5mdtool bench rmsd run1.xtc run2.xtc -t md.tpr -n index.ndx -s Backbone \\
           --calc-select Protein --weights mass -b 1000 --dt 10 --rmsd-out rmsd.xvg --rmsd-unit nm
       h5mdtool bench rmsd md.h5md -t md.tpr --reference start.pdb --compute-load 40
+      h5mdtool bench rmsd lammps.dcd -t system.data --format LAMMPS
     """
     from ..bench import bench_rmsd
     from ..mpi import resolve, root_call
@@ -179,7 +181,7 @@ def rmsd_command(inputs, topology, select, calc_select, index, weights, referenc
     root_call(comm, _check_outputs, (out_path, rmsd_out, plot_path), (*inputs, topology), force, plot_path)
     result = bench_rmsd(list(inputs), topology, comm=comm, select=select, calc_select=calc_select, index=index,
                         weights=None if weights == "none" else weights, reference=reference, ref_frame=ref_frame,
-                        start=start, stop=stop, step=step, begin=begin, end=end, dt=dt, group=group,
+                        start=start, stop=stop, step=step, begin=begin, end=end, dt=dt, group=group, format=input_format,
                         block_frames=block_frames, compute_load=compute_load, repeat=repeat, engine=engine)
     if comm.rank != 0:
         return

@@ -114,10 +114,11 @@ segment_options = compose(
 truncation_option = click.option("--on-truncated", type=click.Choice(["error", "drop"]), default="error", show_default=True, help="An input whose last frame is incomplete (a crashed run): refuse, or leave that frame out (the summary names it and its bytes).")
 
 
-def input_format_option(*names):
+def input_format_option(*names, dest="input_format", subject="every input"):
     """The option naming the input format (``--format`` for convert), overriding extensions.
 
-    The choices are the formats of the reading stack's registry, with their extensions.
+    The choices are the formats of the reading stack's registry, with their extensions;
+    *subject* says which files it applies to (validate: the --against source).
     """
     from ..formats import REGISTRY
 
@@ -126,8 +127,8 @@ def input_format_option(*names):
         for name, cls in sorted(REGISTRY.items())
     )
     return click.option(
-        *names, "input_format", type=click.Choice(sorted(REGISTRY), case_sensitive=False), default=None,
-        help=f"Read every input as this format, whatever its extension (as MDAnalysis's format=). "
+        *names, dest, type=click.Choice(sorted(REGISTRY), case_sensitive=False), default=None,
+        help=f"Read {subject} as this format, whatever its extension (as MDAnalysis's format=). "
              f"Formats and the extensions that select them: {known}. Default: from the extension.",
     )
 

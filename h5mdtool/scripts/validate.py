@@ -4,7 +4,7 @@ import sys
 
 import click
 
-from .options import emit_json, segment_options
+from .options import emit_json, input_format_option, segment_options
 
 
 def expand_greedy(args, option="--against"):
@@ -49,12 +49,13 @@ class GreedyCommand(click.Command):
               help="Source trajectory (XTC, TRR, DCD or H5MD; several files are its segments, in order; put --against after the files). Every frame's positions, velocities, forces, step, time and box are compared; frames are divided among MPI ranks.")
 @click.option("--tolerance", type=click.FloatRange(min=0), default=None,
               help="Absolute tolerance of --against, in nm for positions and box (nm/ps, kJ/(mol nm) for velocities, forces). Default: exact for float32 sources in the file's units (XTC, TRR), 2.5e-7 relative where units are converted (DCD), half the recorded precision of lossy files. A NaN or inf on either side is a difference whatever the tolerance.")
+@input_format_option("--against-format", dest="against_format", subject="the --against source's files")
 @segment_options
 @click.option("--strict", is_flag=True, help="Warnings fail too (exit status 1).")
 @click.option("--notes", is_flag=True, help="Also print notes (points of the specification no known reader depends on); --json always has them.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document: files, findings (rule, severity, path, message, fix), comparisons, totals, exit code.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on rank 0 for --against. Default: on when standard error is a terminal.")
-def command(files, profile, against, tolerance, on_overlap, strict, notes, as_json, progress):
+def command(files, profile, against, tolerance, against_format, on_overlap, strict, notes, as_json, progress):
     """Check H5MD files: H5MD 1.1 conformance, MDAnalysis readability, layout lint, data.
 
     The data rules need no source: frames of zeros, NaN or inf, frames far outside the box,
@@ -78,13 +79,14 @@ def command(files, profile, against, tolerance, on_overlap, strict, notes, as_js
       h5mdtool validate md.h5md --against part1.xtc part2.xtc
       mpirun -n 4 h5mdtool validate md.h5md --against md.xtc --json
       h5mdtool validate parts/manifest.json --against md.xtc
+      h5mdtool validate md.h5md --against-format LAMMPS --against lammps.dcd
     """
     from ..mpi import resolve
     from ..validate import validate
 
     comm = resolve()
     report = validate(list(files), comm=comm, profile=profile, against=list(against), tolerance=tolerance,
-                      strict=strict, progress=progress, on_overlap=on_overlap)
+                      strict=strict, progress=progress, on_overlap=on_overlap, against_format=against_format)
     if comm.rank == 0:
         if as_json:
             emit_json(report.as_dict())

@@ -11,9 +11,14 @@ import os
 import shlex
 from dataclasses import dataclass, field
 
+from .spec import FORMAT_OVERRIDE
 from .writers import write_segment, write_topology
 
-EXTENSIONS = {"xtc": ".xtc", "trr": ".trr", "dcd": ".dcd", "h5md": ".h5md"}
+#: LAMMPS DCD files end in .dcd like CHARMM's: the format is then named (:func:`input_format`).
+EXTENSIONS = {"xtc": ".xtc", "trr": ".trr", "dcd": ".dcd", "h5md": ".h5md", "ncdf": ".ncdf", "trz": ".trz",
+              "gsd": ".gsd", "lammps": ".dcd"}
+#: The keyword naming the input format in each API call (split's ``format`` is the parts' format).
+INPUT_FORMAT_KEYWORD = {"convert": "format", "split": "input_format", "validate": "against_format", "bench": "format"}
 
 
 @dataclass
@@ -53,11 +58,22 @@ class Case:
                 "atom_names": self.names, **self.info}
 
 
+def input_format(case):
+    """The format name the commands must be given (``LAMMPS``), or None when the extension tells."""
+    names = {FORMAT_OVERRIDE.get(s.format) for s in case.segments}
+    return names.pop() if len(names) == 1 else None
+
+
 def api_kwargs(case):
     """Keyword arguments of the API call, with the case's file names filled in."""
     options = {key: value for key, value in case.options.items() if key not in ("mutation", "input", "nparts")}
     if options.get("topology") is True:
         options["topology"] = case.topology
+    name = input_format(case)
+    # bench reads the source, or an H5MD file or split parts made from it (which need no format)
+    reads_source = case.command != "bench" or case.prepared.get("bench_input") == case.inputs[0]
+    if name is not None and reads_source:
+        options[INPUT_FORMAT_KEYWORD[case.command]] = name
     return options
 
 
@@ -92,6 +108,7 @@ _FLAGS = {
     "compression": "--compression", "compression_level": "--compression-level", "stripe_count": "--stripe-count",
     "stripe_size": "--stripe-size", "block_bytes": "--block-size", "format": "--format", "ref_frame": "--ref-frame",
     "engine": "--engine", "block_frames": "--block-frames", "begin": "-b", "end": "-e", "dt": "--dt",
+    "input_format": "--input-format", "against_format": "--against-format",
 }
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .spec import LENGTH_PER_NM, TIME_PER_PS
+from .spec import FORMAT_OVERRIDE, LENGTH_PER_NM, TIME_PER_PS
 
 
 @dataclass
@@ -56,6 +56,8 @@ class Frames:
     box_exact: bool = True
     boundary: tuple = (True, True, True)
     time_exact: bool = True
+    #: False when the times are MDAnalysis's default (1 ps per frame), the format storing none (GSD)
+    time_recorded: bool = True
     notes: list = field(default_factory=list)
 
     @property
@@ -89,12 +91,16 @@ class Refusal(Exception):
     """The command must refuse this input (the message says why)."""
 
 
-def _universe(topology, path, convert_units):
+def _universe(topology, path, convert_units, spec=None):
+    """MDAnalysis's universe of *path*, read as the format *spec* names (``format="LAMMPS"``)."""
     import MDAnalysis
 
+    kwargs = {}
+    if spec is not None and spec.format in FORMAT_OVERRIDE:
+        kwargs["format"] = FORMAT_OVERRIDE[spec.format]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return MDAnalysis.Universe(topology, path, convert_units=convert_units)
+        return MDAnalysis.Universe(topology, path, convert_units=convert_units, **kwargs)
 
 
 def _factor(kind, unit, target):
@@ -115,9 +121,10 @@ def read_segment(spec, path, topology):
     """The frames of one input file (see the module docstring)."""
     if spec.format == "h5md" and not mda_readable(spec):
         return _truth_h5md(spec)
-    universe = _universe(topology, path, convert_units=False)
+    universe = _universe(topology, path, convert_units=False, spec=spec)
     reader = universe.trajectory
-    length = reader.units.get("length") or "nm"
+    # GSD has no units: MDAnalysis hands its values over as its own base units, Angstrom and ps
+    length = reader.units.get("length") or ("Angstrom" if spec.format == "gsd" else "nm")
     to_nm = _factor("length", length, "nm")
     velocity_unit = reader.units.get("velocity")
     force_unit = reader.units.get("force")
@@ -139,7 +146,9 @@ def read_segment(spec, path, topology):
         if ts.has_forces:
             forces[i] = ts.forces.astype(np.float64) * _factor("force", force_unit, "kJ/(mol*nm)")
             masks["forces"][i] = True
-        steps[i] = ts.data.get("step", i)
+        # TRZ: the step is the frame's ntrj, which MDAnalysis calls "frame" (its TRZWriter writes
+        # the step there); NCDF has no step: MDAnalysis's frame number
+        steps[i] = ts.data["frame"] if spec.format == "trz" else ts.data.get("step", i)
         times[i] = ts.time
     time_unit = reader.units.get("time") or "ps"
     frames = Frames(
@@ -153,8 +162,12 @@ def read_segment(spec, path, topology):
                                   exact=_factor("speed", velocity_unit, "nm/ps") == 1.0)
     if masks["forces"].any():
         frames.forces = Field(forces, masks["forces"], exact=_factor("force", force_unit, "kJ/(mol*nm)") == 1.0)
-    if spec.format == "dcd":
+    if spec.format in ("dcd", "lammps"):
         _dcd_details(spec, path, topology, frames)
+    elif spec.format in ("ncdf", "trz", "gsd"):
+        _mda_boxes(spec, path, topology, frames)
+        if spec.extra.get("ncdf_scales"):
+            _ncdf_scaled(path, frames)
     elif spec.format in ("xtc", "trr"):
         _xdr_boxes(spec, path, frames)
     else:
@@ -171,7 +184,8 @@ def _dcd_details(spec, path, topology, frames):
     with DCDFile(path) as handle:
         header = handle.header
     frames.steps = int(header["istart"]) + int(header["nsavc"]) * np.arange(frames.n_frames, dtype=np.int64)
-    converted = _universe(topology, path, convert_units=True)
+    # LAMMPS: MDAnalysis's LAMMPS DCDReader takes DELTA in fs (units real), CHARMM's in AKMA
+    converted = _universe(topology, path, convert_units=True, spec=spec)
     times, edges, mask = [], [], []
     for ts in converted.trajectory:
         times.append(ts.time)
@@ -185,6 +199,60 @@ def _dcd_details(spec, path, topology, frames):
     frames.time_exact = False
     frames.edges, frames.box_mask, frames.box_exact = np.asarray(edges), np.asarray(mask), False
     frames.notes.append("dcd: steps ISTART + i NSAVC from the header (MDAnalysis's step is the frame index)")
+
+
+def _mda_boxes(spec, path, topology, frames):
+    """NCDF, TRZ, GSD: each frame's box as MDAnalysis gives it (lengths and angles, Angstrom,
+    degrees) turned into edge vectors in nm; a box of zero lengths is none. NCDF stores
+    lengths and angles (float64); TRZ the vectors, which MDAnalysis turns into lengths and
+    angles; GSD HOOMD's ``[Lx, Ly, Lz, xy, xz, yz]`` (only zero tilts are drawn: see
+    strategies). GSD records no time: MDAnalysis's 1 ps per frame, which time selections
+    must not use."""
+    from MDAnalysis.lib.mdamath import triclinic_vectors
+
+    converted = _universe(topology, path, convert_units=True, spec=spec)
+    edges, mask = [], []
+    for ts in converted.trajectory:
+        dimensions = ts.dimensions
+        if dimensions is not None and np.all(dimensions[:3] > 0):
+            edges.append(triclinic_vectors(dimensions.astype(np.float64)) / 10.0)
+            mask.append(True)
+        else:
+            edges.append(np.zeros((3, 3)))
+            mask.append(False)
+    frames.edges, frames.box_mask, frames.box_exact = np.asarray(edges).reshape(-1, 3, 3), np.asarray(mask, bool), False
+    frames.notes.append(f"{spec.format}: box from MDAnalysis's dimensions (lengths and angles) as vectors")
+    if spec.format == "ncdf":
+        frames.notes.append("ncdf: no step in the format: the frame number (MDAnalysis's ts.frame)")
+    if spec.format == "gsd":
+        frames.time_recorded = False
+        frames.notes.append("gsd: no time in the format: MDAnalysis's default, 1 ps per frame")
+
+
+def _ncdf_scaled(path, frames):
+    """NCDF with scale factors: each value is the stored float32 times its variable's
+    ``scale_factor`` (the AMBER convention), computed here in float64. MDAnalysis's
+    NCDFReader multiplies in float32, one rounding more, which moved times by 4e-8 relative
+    and forces by more than one float32 step after the unit conversion."""
+    import math
+
+    from scipy.io import netcdf_file
+
+    def scaled(handle, name):
+        variable = handle.variables[name]
+        values = np.array(variable.data, np.float64)
+        factor = getattr(variable, "scale_factor", None)
+        return values if factor is None or math.isclose(float(factor), 1.0) else values * float(factor)
+
+    with netcdf_file(path, "r", mmap=False, maskandscale=False) as handle:
+        frames.times = scaled(handle, "time")
+        frames.time_exact = False
+        frames.positions.values = scaled(handle, "coordinates") / 10.0
+        if frames.velocities is not None:
+            frames.velocities.values = scaled(handle, "velocities") / 10.0
+        if frames.forces is not None:
+            frames.forces.values = scaled(handle, "forces") * 41.84
+    frames.notes.append("ncdf: values are the stored ones times their scale_factor, in float64 (AMBER convention)")
 
 
 def _xdr_boxes(spec, path, frames):
@@ -240,6 +308,9 @@ def damage(spec):
         return f"{spec.format} truncated inside its last frame ({spec.extra['truncate'][0]})"
     if spec.natoms_change_frame is not None:
         return f"xtc whose atom count changes at frame {spec.natoms_change_frame}"
+    if spec.extra.get("zero_box"):
+        # MDAnalysis's GSDReader fails on it (TypeError: a zero box becomes dimensions None)
+        return "gsd with an all-zero box, which MDAnalysis cannot read (HOOMD boxes have positive lengths)"
     return None
 
 
@@ -293,7 +364,8 @@ def concatenate(pieces):
         steps=np.concatenate([p.steps for p in pieces]), times=times, positions=field_of("positions"),
         velocities=field_of("velocities"), forces=field_of("forces"), edges=edges, box_mask=box_mask,
         box_exact=all(p.box_exact for p in pieces), boundary=boundary,
-        time_exact=all(p.time_exact for p in pieces), notes=sum((p.notes for p in pieces), []),
+        time_exact=all(p.time_exact for p in pieces), time_recorded=all(p.time_recorded for p in pieces),
+        notes=sum((p.notes for p in pieces), []),
     )
 
 

@@ -85,7 +85,17 @@ def recipes():
     natoms = _xtc(n_frames=3, n_atoms=20, natoms_change_frame=1)
     truncated = _xtc(n_frames=3, extra={"truncate": ("header", 0.5)})
     no_positions = _trr(has_positions=np.array([True, False, True]))
+    parts_without_positions = _trr(n_frames=6, has_positions=np.array([True, False, True, False, True, True]))
+    zero_cells = _dcd(0)
+    zero_cells.extra["zero_cells"] = True
     return {
+        "bench-frames-split-trr-without-positions": (
+            Case("bench", [parts_without_positions], NAMES,
+                 {"select": "all", "ref_frame": 0, "engine": "frames", "block_frames": 1, "input": "split"}),
+            "TRR frames 1 and 3 without positions, split in 3 TRR parts, bench --engine frames on the manifest"),
+        "dcd-zero-cell-box-mismatch": (Case("validate", [zero_cells], NAMES, {"mutation": None}),
+                                       "DCD flagged periodic whose unit cells have zero lengths (MDAnalysis's "
+                                       "DCDWriter without a box), validate --against an exact copy"),
         "single-chunk-zeros": (Case("convert", [_xtc(n_frames=1)], NAMES, {}), "one frame, one chunk: stored as zeros (serial)"),
         "precision-beyond-bound": (Case("convert", [near], NAMES[:2], {"precision": 0.01}), "0.0099999998 with --precision 0.01"),
         "box-first-frame-or-partial": (Case("convert", [missing_box], NAMES, {}), "XTC whose frame 0 has no box"),

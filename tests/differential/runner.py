@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import oracle
-from .cases import command_line, outputs, reproduction, request
+from .cases import command_line, input_format, outputs, reproduction, request
 from .checks import Failure, check_frames, check_mdanalysis_readback, check_validate, leftover_temporaries, expected_errors
 from .h5md_output import read_output
 from .known import classify
@@ -140,8 +140,9 @@ def plan(case):
                 raise oracle.Refusal(problem)
         if case.command == "split" and options["format"] == "same":
             formats = {s.format for s in case.segments}
-            if "h5md" in formats:
-                raise oracle.Refusal("--format same with H5MD input")
+            if formats - {"xtc", "trr", "dcd"}:
+                # byte copies of XTC, TRR and CHARMM DCD frames only (LAMMPS DCD is named by --format)
+                raise oracle.Refusal(f"--format same with {', '.join(sorted(formats))} input")
             if len(formats) > 1:
                 raise oracle.Refusal("--format same with inputs of several formats")
         joined = read_sources(case)
@@ -187,6 +188,8 @@ def _frames(options, joined):
     if by_number and by_time:
         raise oracle.Refusal("--start/--stop/--step with -b/-e/--dt")
     if by_time:
+        if not joined.time_recorded:
+            raise oracle.Refusal("-b/-e/--dt on a source that records no time (MDAnalysis makes up 1 ps per frame)")
         return oracle.select_times(joined.times, options.get("begin"), options.get("end"), options.get("dt"))
     return oracle.select_frames(joined.n_frames, options.get("start"), options.get("stop"), options.get("step"))
 
@@ -217,6 +220,10 @@ def _bench_plan(case, expected):
         reasons.append("the source has no time")
     if _mixed_time(case):
         reasons.append(MIXED_TIME)
+    if (options["engine"] == "frames" and options.get("input", "source") == "source"
+            and any(s.format == "h5md" and s.group_name != "trajectory" for s in case.segments)):
+        # the frames engine reads through MDAnalysis, whose H5MDReader opens particles/trajectory only
+        reasons.append("engine frames on an H5MD file whose particle group is not named trajectory")
     if reasons:
         result.must, result.reasons = "either", reasons
     return result
@@ -242,11 +249,12 @@ def prepare(case, the_plan, serial_pool, timeout):
             return
         if kind == "converted":
             target = os.path.join(case.directory, "bench.h5md")
-            call = {"function": "convert", "args": [case.inputs, target], "kwargs": {"progress": False}}
+            call = {"function": "convert", "args": [case.inputs, target],
+                    "kwargs": {"progress": False, "format": input_format(case)}}
         else:
             target = os.path.join(case.directory, "bench-parts")
             call = {"function": "split", "args": [case.inputs, target, min(3, the_plan.expected.n_frames)],
-                    "kwargs": {"progress": False}}
+                    "kwargs": {"progress": False, "input_format": input_format(case)}}
             target = os.path.join(target, "manifest.json")
         outcome = serial_pool.call(call, timeout)
         if outcome["status"] != "done" or outcome["ranks"][0]["status"] != "ok":
@@ -655,6 +663,7 @@ class Runner:
         self.log = log or sys.stderr
         self.cli_runs = 0
         self.plans = {}
+        self.input_formats = {}
         self.seen = set()
 
     def close(self):
@@ -675,6 +684,8 @@ class Runner:
         the_plan = plan(case)
         key = f"{case.command}:{the_plan.must}" + (f"({the_plan.refusal_kind})" if the_plan.must == "refuse" else "")
         self.plans[key] = self.plans.get(key, 0) + 1
+        formats = "+".join(sorted({s.format for s in case.segments}))
+        self.input_formats[formats] = self.input_formats.get(formats, 0) + 1
         prepare(case, the_plan, self.pools[1], self.timeout)
         new = []
         for ranks in self.ranks:
@@ -737,7 +748,8 @@ class Runner:
 
     def report(self):
         """``N cases, F failures`` per rank count, then failures grouped by kind."""
-        lines = ["cases by command and expectation: " + ", ".join(f"{k} {v}" for k, v in sorted(self.plans.items()))]
+        lines = ["cases by command and expectation: " + ", ".join(f"{k} {v}" for k, v in sorted(self.plans.items())),
+                 "cases by input format: " + ", ".join(f"{k} {v}" for k, v in sorted(self.input_formats.items()))]
         for ranks in self.ranks:
             c = self.counts[ranks]
             lines.append(f"ranks {ranks}: {c['cases']} cases, {c['failures']} failures"

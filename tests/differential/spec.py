@@ -15,7 +15,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-FORMATS = ("xtc", "trr", "dcd", "h5md")
+FORMATS = ("xtc", "trr", "dcd", "h5md", "ncdf", "trz", "gsd", "lammps")
+#: Formats of issue 14 read through h5mdtool's NetCDF, MDAnalysis-backed and LAMMPS modules.
+#: "lammps" is a CHARMM DCD file read with ``--format LAMMPS`` (time step in fs).
+ISSUE14_FORMATS = ("ncdf", "trz", "gsd", "lammps")
+#: The ``--format`` name h5mdtool and MDAnalysis need for a format the extension does not tell.
+FORMAT_OVERRIDE = {"lammps": "LAMMPS"}
 H5MD_WRITERS = ("h5mdtool", "mdanalysis", "pyh5md", "h5py")
 LENGTH_UNITS = ("nm", "Angstrom", "pm")
 TIME_UNITS = ("ps", "fs")
@@ -55,7 +60,7 @@ class SegmentSpec:
     writer: str = None
     # XTC
     xtc_precision: float = 1000.0
-    # DCD
+    # DCD (and LAMMPS DCD, whose delta is in fs)
     dcd_istart: int = 0
     dcd_nsavc: int = 1
     dcd_delta_akma: float = 1.0
@@ -106,14 +111,22 @@ class SegmentSpec:
                 summary["velocity_rate"] = self.velocity_rate
             if self.extras:
                 summary["extras"] = list(self.extras)
-        if self.format == "dcd":
+        if self.format in ("dcd", "lammps"):
             summary.update(istart=self.dcd_istart, nsavc=self.dcd_nsavc, angles=self.dcd_angles)
+        if self.format == "lammps":
+            summary["delta_fs"] = self.dcd_delta_akma
+        if self.format in ("ncdf", "trz", "gsd") and "dimensions" in self.extra:
+            summary["dimensions"] = "triclinic" if np.any(self.extra["dimensions"][:, 3:] != 90.0) else "orthorhombic"
         if self.format == "xtc":
             summary["precision"] = self.xtc_precision
         if self.truncate_at is not None:
             summary["truncated_to_bytes"] = self.truncate_at
         if self.natoms_change_frame is not None:
             summary["atom_count_changes_at_frame"] = self.natoms_change_frame
+        if self.extra.get("ncdf_scales"):
+            summary["scale_factors"] = self.extra["ncdf_scales"]
+        if self.extra.get("zero_box") or self.extra.get("zero_cells"):
+            summary["box"] = "all zeros"
         return summary
 
 

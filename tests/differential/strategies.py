@@ -11,8 +11,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 from .cases import Case
-from .spec import (BOX_STORES, LENGTH_PER_NM, LENGTH_UNITS, REGIMES, TIME_PER_PS, TIME_UNITS, SegmentSpec, boxes,
-                   coordinates, make_steps)
+from .spec import (BOX_STORES, ISSUE14_FORMATS, LENGTH_PER_NM, LENGTH_UNITS, REGIMES, TIME_PER_PS, TIME_UNITS,
+                   SegmentSpec, boxes, coordinates, make_steps)
 from .writers import ATOM_NAMES
 
 COMMANDS = ("convert", "split", "validate", "bench")
@@ -20,6 +20,14 @@ COMMANDS = ("convert", "split", "validate", "bench")
 SELECTIONS = ("name CA", "all", "index 0", "index 1:3", "name CA or name N", "resid 1", "not name OW",
               "backbone", "name XX")
 XTC_PRECISIONS = (1000.0, 100.0, 10000.0)
+#: Input formats drawn: the four of issue 11 four times as often as each of issue 14's, so
+#: that the new formats are about one case in five of the fixed-seed profile.
+DRAWN_FORMATS = ("xtc", "trr", "dcd", "h5md") * 4 + ISSUE14_FORMATS
+#: Formats MDAnalysis numbers or times per file (no step in NCDF, GSD's made-up time):
+#: their cases have one segment.
+SINGLE_SEGMENT_FORMATS = ("ncdf", "trz", "gsd")
+#: LAMMPS DCD time steps drawn (fs, LAMMPS ``units real``).
+LAMMPS_DELTAS_FS = (1.0, 2.0, 0.5)
 
 
 def cli_compressions():
@@ -46,16 +54,16 @@ def _mask(draw, rng, n, mode):
 
 
 @st.composite
-def segment_sets(draw, fmt=None, max_segments=3):
-    """1-3 segments of one trajectory (one format, or XTC with TRR), with their atom names."""
+def segment_sets(draw, fmt=None, max_segments=3, formats=DRAWN_FORMATS):
+    """1-3 segments of one trajectory (one format of *formats*, or XTC with TRR), with their atom names."""
     seed = draw(st.integers(0, 2**32 - 1))
     rng = np.random.default_rng(seed)
     n_atoms = draw(st.integers(1, 50))
     names = [ATOM_NAMES[i] for i in rng.integers(0, len(ATOM_NAMES), n_atoms)]
-    fmt = fmt or draw(st.sampled_from(("xtc", "trr", "dcd", "h5md")))
+    fmt = fmt or draw(st.sampled_from(formats))
     n_segments = draw(st.sampled_from((1, 1, 1, 2, 2, 3)[: 2 * max_segments]))
-    if n_segments > max_segments:
-        n_segments = max_segments
+    if n_segments > max_segments or fmt in SINGLE_SEGMENT_FORMATS:
+        n_segments = 1 if fmt in SINGLE_SEGMENT_FORMATS else max_segments
     mixed = fmt in ("xtc", "trr") and n_segments > 1 and draw(st.booleans()) and draw(st.booleans())
     regime = draw(st.sampled_from(REGIMES))
     box_kind = draw(st.sampled_from(("none", "ortho", "triclinic")))
@@ -64,6 +72,7 @@ def segment_sets(draw, fmt=None, max_segments=3):
     common = {"regime": regime, "box_kind": box_kind, "box_changing": box_changing,
               # DCD restarts keep the time step; NSAVC changes only now and then
               "dcd_delta": float(draw(st.sampled_from((1.0, 0.5, 0.02045482949774598)))),  # AKMA; the last is 1 fs
+              "lammps_delta": float(draw(st.sampled_from(LAMMPS_DELTAS_FS))),
               "dcd_nsavc": int(draw(st.sampled_from((1, 2, 10)))), "dcd_nsavc_varies": draw(st.integers(0, 5)) == 0}
     segments = []
     last_step = None
@@ -91,8 +100,11 @@ def segment_sets(draw, fmt=None, max_segments=3):
 
 def _segment(draw, rng, fmt, n_atoms, n_frames, first_step, stride, dt_per_step, time_origin, common, first):
     irregular = fmt in ("xtc", "trr") and draw(st.booleans()) and draw(st.booleans())
-    if fmt == "dcd":
-        return _dcd_segment(draw, rng, n_atoms, n_frames, first_step, stride, common)
+    if fmt in ("dcd", "lammps"):
+        return _dcd_segment(draw, rng, n_atoms, n_frames, first_step, stride, common, fmt)
+    if fmt in SINGLE_SEGMENT_FORMATS:
+        return _mda_written_segment(draw, rng, fmt, n_atoms, n_frames, first_step, stride, dt_per_step, time_origin,
+                                    common)
     steps = make_steps(rng, n_frames, first_step, stride, irregular)
     times = time_origin + steps * dt_per_step
     positions = coordinates(rng, (n_frames, n_atoms, 3), common["regime"])
@@ -140,14 +152,15 @@ def _trr_fields(draw, rng, spec):
     spec.extra["lambda"] = float(draw(st.sampled_from((0.0, 0.5))))
 
 
-def _dcd_segment(draw, rng, n_atoms, n_frames, first_step, stride, common):
+def _dcd_segment(draw, rng, n_atoms, n_frames, first_step, stride, common, fmt="dcd"):
+    """A CHARMM DCD, or a LAMMPS one (*fmt* "lammps": the same bytes, DELTA in fs)."""
     nsavc = common["dcd_nsavc"]
     if common["dcd_nsavc_varies"]:
         nsavc = int(draw(st.sampled_from((1, 2, 10, stride))))
     istart = int(first_step - first_step % nsavc)
     steps = istart + nsavc * np.arange(n_frames, dtype=np.int64)
-    delta = common["dcd_delta"]
-    spec = SegmentSpec(format="dcd", n_atoms=n_atoms, steps=steps, times=None,
+    delta = common["dcd_delta"] if fmt == "dcd" else common["lammps_delta"]
+    spec = SegmentSpec(format=fmt, n_atoms=n_atoms, steps=steps, times=None,
                        positions=10.0 * coordinates(rng, (n_frames, n_atoms, 3), common["regime"]),
                        has_positions=np.ones(n_frames, bool), dcd_istart=istart, dcd_nsavc=nsavc,
                        dcd_delta_akma=delta, dcd_angles=draw(st.sampled_from(("cosine", "degrees"))))
@@ -161,8 +174,57 @@ def _dcd_segment(draw, rng, n_atoms, n_frames, first_step, stride, common):
             cells[:, :3] *= 1.0 + rng.uniform(-0.02, 0.02, (n_frames, 1))
         spec.extra["dcd_cells"] = cells
         spec.has_box = np.ones(n_frames, bool)
+    elif draw(st.integers(0, 3)) == 0:
+        spec.extra["zero_cells"] = True  # the periodic flag set, every cell of zero lengths (no box)
     if draw(st.integers(0, 19)) == 0:
         spec.extra["truncate"] = (draw(st.sampled_from(("header", "data"))), draw(st.floats(0.0, 1.0)))
+    return spec
+
+
+def _mda_written_segment(draw, rng, fmt, n_atoms, n_frames, first_step, stride, dt_per_step, time_origin, common):
+    """One AMBER NetCDF, TRZ or GSD file (values in the units its writer takes: Angstrom, ps).
+
+    NCDF: time (stored float32 by MDAnalysis's NCDFWriter), velocities and forces each in all
+    frames or none, unit cell or none; no step (the format has none). TRZ: step (``ntrj``),
+    time, velocities (the format always stores them: zeros when drawn absent), box or zeros.
+    GSD: step, positions and a box (orthorhombic, gsd's default unit box, or now and then
+    all-zero, which MDAnalysis's GSDReader cannot read); no time, no velocities MDAnalysis reads. ``extra["dimensions"]`` holds each frame's box as MDAnalysis's
+    ``[a, b, c, alpha, beta, gamma]``, the form the writers take.
+    """
+    steps = np.arange(n_frames, dtype=np.int64)
+    if fmt != "ncdf":
+        steps = make_steps(rng, n_frames, first_step, stride, irregular=draw(st.booleans()))
+    times = time_origin + steps * dt_per_step if fmt != "gsd" else np.arange(n_frames, dtype=np.float64)
+    spec = SegmentSpec(format=fmt, n_atoms=n_atoms, steps=steps, times=times,
+                       positions=10.0 * coordinates(rng, (n_frames, n_atoms, 3), common["regime"]),
+                       has_positions=np.ones(n_frames, bool))
+    box_kind = common["box_kind"]
+    if fmt == "gsd" and box_kind == "triclinic":
+        # MDAnalysis's GSDReader takes HOOMD's tilt factors xy, xz, yz for cosines of angles
+        # (arccos), which HOOMD's box definition does not say: triclinic GSD boxes are not drawn
+        box_kind = "ortho"
+    if box_kind != "none":
+        from MDAnalysis.lib.mdamath import triclinic_box
+
+        vectors = 10.0 * boxes(rng, n_frames, box_kind, common["box_changing"])
+        spec.extra["dimensions"] = np.array([triclinic_box(*b) for b in vectors], np.float64)
+        spec.has_box = np.ones(n_frames, bool)
+    if fmt == "gsd" and box_kind == "none" and draw(st.integers(0, 5)) == 0:
+        spec.extra["zero_box"] = True  # HOOMD boxes have positive lengths; MDAnalysis cannot read this one
+    if fmt in ("ncdf", "trz"):
+        if fmt == "trz" or draw(st.booleans()):
+            spec.velocities = rng.normal(0.0, 10.0, (n_frames, n_atoms, 3))
+            spec.has_velocities = np.ones(n_frames, bool)
+            if fmt == "trz" and draw(st.integers(0, 3)) == 0:
+                spec.velocities[:] = 0.0  # what TRZWriter stores for a universe without velocities
+        if fmt == "ncdf" and draw(st.booleans()):
+            spec.forces = rng.normal(0.0, 50.0, (n_frames, n_atoms, 3))
+            spec.has_forces = np.ones(n_frames, bool)
+    if fmt == "ncdf" and draw(st.integers(0, 3)) == 0:
+        # scale_factor attributes other than AMBER's velocity one (the writer divides, readers multiply)
+        spec.extra["ncdf_scales"] = {name: float(draw(st.sampled_from((0.5, 2.0, 20.455))))
+                                     for name in ("scale_coordinates", "scale_time", "scale_forces",
+                                                  "scale_cell_lengths") if draw(st.booleans())}
     return spec
 
 
@@ -340,8 +402,8 @@ def convert_options(draw, segments, names):
 def split_options(draw, segments):
     n_frames = sum(s.n_frames for s in segments)
     options = {"nparts": draw(st.sampled_from((1, 2, 2, 3, 3, 4, 5, 7, n_frames, n_frames + 1)))}
-    if any(s.format == "h5md" for s in segments) and draw(st.integers(0, 4)) != 0:
-        options["format"] = "h5md"  # "same" on H5MD input is a usage error: drawn now and then
+    if any(s.format in ("h5md",) + ISSUE14_FORMATS for s in segments) and draw(st.integers(0, 4)) != 0:
+        options["format"] = "h5md"  # "same" on H5MD or issue 14's formats is a usage error: drawn now and then
     else:
         options["format"] = draw(st.sampled_from(("same", "same", "h5md")))
     if options["format"] == "h5md":
@@ -389,9 +451,9 @@ def cases(draw, commands=COMMANDS):
     """One differential case: input segments, a command and its options."""
     command = draw(st.sampled_from(commands))
     if command == "bench":
-        segments, names, info = draw(segment_sets(max_segments=1))
+        segments, names, info = draw(segment_sets(max_segments=1, formats=DRAWN_FORMATS))
     else:
-        segments, names, info = draw(segment_sets())
+        segments, names, info = draw(segment_sets(formats=DRAWN_FORMATS))
     if command == "convert":
         options = draw(convert_options(segments, names))
     elif command == "split":

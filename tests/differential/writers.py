@@ -24,7 +24,8 @@ class SourceUnavailable(Exception):
 
 def write_segment(spec, path):
     """Write *spec* at *path*; return the path."""
-    writer = {"xtc": _write_xtc, "trr": _write_trr, "dcd": _write_dcd, "h5md": _write_h5md}[spec.format]
+    writer = {"xtc": _write_xtc, "trr": _write_trr, "dcd": _write_dcd, "lammps": _write_dcd, "h5md": _write_h5md,
+              "ncdf": _write_ncdf, "trz": _write_trz, "gsd": _write_gsd}[spec.format]
     writer(spec, path)
     if spec.extra.get("truncate"):
         _truncate(spec, path)
@@ -80,16 +81,19 @@ def _write_trr(spec, path):
 
 def _write_dcd(spec, path):
     """DCD in Angstrom; the unit cell is ``[A, gamma, B, beta, alpha, C]`` with the angles as
-    cosines (NAMD, CHARMM >= 22) or in degrees (old CHARMM)."""
+    cosines (NAMD, CHARMM >= 22) or in degrees (old CHARMM). A LAMMPS DCD has the same
+    bytes; its DELTA (``spec.dcd_delta_akma``) is then in fs."""
     from MDAnalysis.lib.formats.libdcd import DCDFile
 
     cells = spec.extra.get("dcd_cells")  # (n, 6): A, B, C (Angstrom), alpha, beta, gamma (degrees)
+    # "periodic" with zero lengths: the record MDAnalysis's DCDWriter writes for a universe without a box
+    zero_cells = bool(spec.extra.get("zero_cells"))
     with DCDFile(path, "w") as handle:
         handle.write_header(remarks=b"h5mdtool differential harness", natoms=spec.n_atoms,
                             istart=int(spec.dcd_istart), nsavc=int(spec.dcd_nsavc),
-                            delta=float(spec.dcd_delta_akma), is_periodic=int(cells is not None))
+                            delta=float(spec.dcd_delta_akma), is_periodic=int(cells is not None or zero_cells))
         for frame in range(spec.n_frames):
-            box = None
+            box = np.array([0.0, 1.0, 0.0, 1.0, 1.0, 0.0]) if zero_cells else None
             if cells is not None:
                 a, b, c, alpha, beta, gamma = np.asarray(cells[frame], np.float64)
                 angles = np.array([gamma, beta, alpha])
@@ -114,7 +118,7 @@ def _truncate(spec, path):
         with DCDFile(path) as handle:
             last = size - int(handle._framesize)
     frame_bytes = size - last
-    header = min(frame_bytes - 1, 24 if spec.format != "dcd" else 4)
+    header = min(frame_bytes - 1, 24 if spec.format in ("xtc", "trr") else 4)
     if where == "header":
         keep = last + 1 + int(fraction * max(1, header - 1))
     else:
@@ -123,6 +127,78 @@ def _truncate(spec, path):
     with open(path, "r+b") as handle:
         handle.truncate(keep)
     spec.truncate_at = keep
+
+
+# -- formats written through MDAnalysis's writers or gsd (issue 14) ------------------------
+
+def _memory_universe(spec):
+    """A universe holding *spec*'s frames (Angstrom, ps) in MDAnalysis's MemoryReader."""
+    import MDAnalysis
+    from MDAnalysis.coordinates.memory import MemoryReader
+
+    universe = MDAnalysis.Universe.empty(spec.n_atoms, trajectory=True)
+    kwargs = {}
+    if spec.velocities is not None:
+        kwargs["velocities"] = np.asarray(spec.velocities, np.float32)
+    if spec.forces is not None:
+        kwargs["forces"] = np.asarray(spec.forces, np.float32)
+    dimensions = spec.extra.get("dimensions")
+    universe.load_new(np.asarray(spec.positions, np.float32), format=MemoryReader,
+                      dimensions=None if dimensions is None else np.asarray(dimensions, np.float32), **kwargs)
+    return universe
+
+
+def _write_ncdf(spec, path):
+    """AMBER NetCDF by MDAnalysis's NCDFWriter (scipy's NetCDF-3 path): Angstrom, ps,
+    kcal/(mol Angstrom); velocities with AMBER's scale factor 20.455 (the writer's default)."""
+    from MDAnalysis.coordinates.TRJ import NCDFWriter
+
+    universe = _memory_universe(spec)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scipy's slower NetCDF-3 writer is announced
+        with NCDFWriter(path, spec.n_atoms, velocities=spec.velocities is not None,
+                        forces=spec.forces is not None, **spec.extra.get("ncdf_scales", {})) as writer:
+            for frame, ts in enumerate(universe.trajectory):
+                ts.time = float(spec.times[frame])
+                writer.write(universe)
+
+
+def _write_trz(spec, path):
+    """TRZ by MDAnalysis's TRZWriter (stores nm, nm/ps; the step in ``ntrj``, the time in ``treal``)."""
+    from MDAnalysis.coordinates.TRZ import TRZWriter
+
+    universe = _memory_universe(spec)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # energies and pressures the universe lacks are written as zeros
+        with TRZWriter(path, spec.n_atoms) as writer:
+            for frame, ts in enumerate(universe.trajectory):
+                ts.data["frame"] = int(spec.steps[frame])
+                ts.time = float(spec.times[frame])
+                if spec.extra.get("dimensions") is None:
+                    ts.dimensions = None
+                writer.write(universe)
+
+
+def _write_gsd(spec, path):
+    """GSD (HOOMD schema) by the gsd package: step, particle positions and the box
+    ``[Lx, Ly, Lz, xy, xz, yz]`` (zero tilts; gsd's default ``[1, 1, 1, 0, 0, 0]`` when
+    *spec* has none, or zeros with ``extra["zero_box"]``)."""
+    import gsd.hoomd
+
+    dimensions = spec.extra.get("dimensions")
+    with gsd.hoomd.open(path, "w") as handle:
+        for index in range(spec.n_frames):
+            frame = gsd.hoomd.Frame()
+            frame.configuration.step = int(spec.steps[index])
+            if dimensions is not None:
+                frame.configuration.box = np.concatenate([dimensions[index][:3], np.zeros(3)]).astype(np.float32)
+            elif spec.extra.get("zero_box"):
+                frame.configuration.box = np.zeros(6, np.float32)
+            frame.particles.N = spec.n_atoms
+            frame.particles.position = np.asarray(spec.positions[index], np.float32)
+            frame.particles.types = ["A"]
+            frame.particles.typeid = np.zeros(spec.n_atoms, np.uint32)
+            handle.append(frame)
 
 
 # -- H5MD -------------------------------------------------------------------------------
