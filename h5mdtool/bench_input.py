@@ -222,6 +222,9 @@ def _inspect_manifest(path, group):
     manifest = checked_manifest(path)
     if group is not None and manifest.format != "H5MD":
         raise UsageError(f"--group chooses an H5MD particle group; the parts of {path} are {manifest.format}")
+    if manifest.format == "TRR":  # a TRR may save velocities or forces alone (nstvout != nstxout)
+        for part in manifest.parts:
+            _check_positions(TrajectoryIndex([scan_segment(part.path)]))
     layout = {"layout": "split", "parts": len(manifest.parts), "manifest": manifest.path}
     return InputInfo(kind="split", path=manifest.path, format=manifest.format, n_frames=manifest.n_frames,
                      n_atoms=manifest.n_atoms, files=[_stat(part.path) for part in manifest.parts],

@@ -345,6 +345,11 @@ def test_trr_frames_without_positions_are_refused_in_one_line(tmp_path, adk, eng
             handle.write(None, np.ones_like(x), None, box, 2 * number + 1, 2.0 * number + 1, 0.0, len(x))
     with pytest.raises(InputError, match="own-steps.trr: frame 1 holds no positions"):
         bench_rmsd(path, adk[0], engine=engine)
+    # the manifest of its TRR parts too (bench-frames-split-trr-without-positions: the frames
+    # engine crashed with NoDataError or IndexError on them)
+    split(path, str(tmp_path / "parts"), 3, progress=False)
+    with pytest.raises(InputError, match="part-0001.trr: frame 1 holds no positions"):
+        bench_rmsd(str(tmp_path / "parts" / "manifest.json"), adk[0], engine=engine)
     done = CliRunner().invoke(cli, ["bench", "rmsd", path, "-t", adk[0], "--engine", engine])
     assert done.exit_code == 1 and done.output.count("error:") == 1 and "Traceback" not in done.output
 

@@ -27,18 +27,7 @@ class Category:
         return self.predicate is None or bool(self.predicate(case))
 
 
-def _bench_frames_on_trr_parts_without_positions(case):
-    options = case.options
-    return (case.command == "bench" and options.get("engine") == "frames" and options.get("input") == "split"
-            and any(s.format == "trr" and s.has_positions is not None and not s.has_positions.all()
-                    for s in case.segments))
-
-
-CATEGORIES = (
-    # KNOWN.md: bench --engine frames on TRR split parts (--format same) holding frames without positions
-    Category("bench-frames-split-trr-without-positions", r"crash:(NoDataError|IndexError)",
-             _bench_frames_on_trr_parts_without_positions),
-)
+CATEGORIES = ()  # none: every failure fails the fixed-seed profile
 
 
 def classify(case, failure):
