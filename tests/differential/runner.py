@@ -473,7 +473,7 @@ def _validate_manifest(case, the_plan, manifest):
         label = "validate manifest" + (" --against the source" if against else "")
         try:
             report = h5mdtool.validate([manifest], against=against, on_overlap=case.options.get("on_overlap", "error"),
-                                       progress=False)
+                                       against_format=input_format(case) if against else None, progress=False)
         except Exception as error:  # noqa: BLE001
             failures.append(Failure("validate-manifest-crash" if not against else "validate-against-parts-crash",
                                     f"{label}: {type(error).__name__}: {error}"))
