@@ -99,16 +99,11 @@ def digest(values):
 
 
 def _universe(path, what):
-    import MDAnalysis
+    from .topology import read_universe
 
     if not os.path.isfile(path):
         raise InputError(f"{path}: no such {what} file")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return MDAnalysis.Universe(path)
-    except Exception as error:  # noqa: BLE001 - MDAnalysis raises many types here
-        raise InputError(f"{path}: cannot read {what} ({str(error).splitlines()[0] if str(error) else type(error).__name__})") from None
+    return read_universe(path, what)
 
 
 def _pick(universe, key, index, source):

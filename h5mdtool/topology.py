@@ -73,6 +73,17 @@ _LOADED = {}
 def _load(path):
     if carries_topology(path):
         return universe_from_h5md(path)
+    return read_universe(path)
+
+
+def read_universe(path, what="topology"):
+    """``MDAnalysis.Universe(path)`` with its warnings silenced.
+
+    Raises
+    ------
+    InputError
+        When MDAnalysis cannot read it, naming the file as a *what*.
+    """
     import MDAnalysis
 
     try:
@@ -80,7 +91,7 @@ def _load(path):
             warnings.simplefilter("ignore")
             return MDAnalysis.Universe(path)
     except Exception as error:  # noqa: BLE001 - MDAnalysis raises many types here
-        raise InputError(f"{path}: cannot read topology ({_reason(error)})") from None
+        raise InputError(f"{path}: cannot read {what} ({_reason(error)})") from None
 
 
 def pick_atoms(universe, selection, topology):

@@ -108,6 +108,18 @@ def _mixed_time(case):
     return len({s.format == "h5md" and s.time_store == "missing" for s in case.segments}) > 1
 
 
+def _source_reasons(case, expected):
+    """What in the source lets any command refuse it: frames without positions, no time, mixed time."""
+    reasons = []
+    if not expected.positions.mask.all():
+        reasons.append("frames without positions")
+    if expected.times is None:
+        reasons.append("the source has no time")
+    if _mixed_time(case):
+        reasons.append(MIXED_TIME)
+    return reasons
+
+
 def _either_reasons(case, expected, options):
     """Why the command may refuse valid input by design (then a success is still checked)."""
     reasons = []
@@ -118,12 +130,7 @@ def _either_reasons(case, expected, options):
     for name in wanted:
         if not getattr(expected, name).mask.all():
             reasons.append(f"{name} in some frames only")
-    if not expected.positions.mask.all():
-        reasons.append("frames without positions")
-    if expected.times is None:
-        reasons.append("the source has no time")
-    if _mixed_time(case):
-        reasons.append(MIXED_TIME)
+    reasons += _source_reasons(case, expected)
     if any(s.format == "h5md" and s.velocity_rate > 1 for s in case.segments):
         reasons.append("an H5MD velocity sampled at its own steps")
     return reasons
@@ -214,12 +221,7 @@ def _bench_plan(case, expected):
         # bench rmsd's policy: a superposition needs two atoms (MDAnalysis's QCP gives NaN)
         raise oracle.Refusal(f"--select {options['select']!r} picks one atom: nothing to superpose")
     reasons = []
-    if not expected.positions.mask.all():
-        reasons.append("frames without positions")
-    if expected.times is None:
-        reasons.append("the source has no time")
-    if _mixed_time(case):
-        reasons.append(MIXED_TIME)
+    reasons += _source_reasons(case, expected)
     if (options["engine"] == "frames" and options.get("input", "source") == "source"
             and any(s.format == "h5md" and s.group_name != "trajectory" for s in case.segments)):
         # the frames engine reads through MDAnalysis, whose H5MDReader opens particles/trajectory only
