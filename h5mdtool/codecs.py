@@ -38,6 +38,9 @@ class Codec:
         Whether HDF5's byte shuffle helps (codecs with their own bit shuffle say False).
     parallel : bool
         Whether it can be written by several ranks (lzf cannot, see :meth:`Layout.check_parallel`).
+    outside : bool
+        Whether h5mdtool compresses chunks itself, in threads (:mod:`.chunkcodec`): every
+        filter but h5py's lzf, which only h5py's HDF5 can run.
     summary : str
     """
 
@@ -48,6 +51,7 @@ class Codec:
     default_level: int = None
     byte_shuffle: bool = True
     parallel: bool = True
+    outside: bool = True
     summary: str = ""
 
     def check_level(self, level):
@@ -96,9 +100,9 @@ class Codec:
 
 
 CODECS = {
-    "none": Codec("none", summary="no compression"),
+    "none": Codec("none", outside=False, summary="no compression"),
     "gzip": Codec("gzip", 1, levels=(0, 9), default_level=4, summary="deflate (zlib), built into every HDF5"),
-    "lzf": Codec("lzf", 32000, parallel=False, summary="lzf, shipped with h5py (serial writes only)"),
+    "lzf": Codec("lzf", 32000, parallel=False, outside=False, summary="lzf, shipped with h5py (serial writes only)"),
     "zstd": Codec("zstd", 32015, plugin=True, levels=(1, 22), default_level=3,
                   summary="Zstandard, with HDF5's byte shuffle (hdf5plugin)"),
     "lz4": Codec("lz4", 32008, plugin=True, byte_shuffle=False,

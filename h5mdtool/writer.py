@@ -207,6 +207,13 @@ class TrajectoryWriter:
         chunks = datasets[fields[0]].chunks
         return chunks[0] if chunks else 1
 
+    def prepare(self, number, start, arrays):
+        """What :meth:`write` takes for these rows (the rows themselves; see :class:`~h5mdtool.chunkwriter.DirectChunkWriter`)."""
+        return arrays
+
+    def close(self):
+        """Nothing to release (the file is closed by its owner)."""
+
     def write_series(self, number, step, time, start=0):
         """Write group *number*'s ``step`` and ``time`` from row *start* (rank 0 writes, others take part)."""
         _, datasets = self.datasets[number]

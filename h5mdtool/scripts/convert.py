@@ -22,12 +22,13 @@ from .options import (SIZE, atom_options, emit_json, field_options, frame_option
 @click.option("--group", default=None, metavar="NAME", help="H5MD input: the particle group to read. Default: the first one listed, the one MDAnalysis reads.")
 @layout_options
 @click.option("--block-size", type=SIZE, default="32M", show_default=True, help="Memory for one block of frames (bytes, K/M/G); each rank holds two, decoding one while writing the other.")
+@click.option("--threads", type=click.IntRange(min=1), default=None, metavar="N", help="Compressed layouts: threads per rank that compress chunks (each rank compresses its own frames; rank 0 stores them). Default: the cores this rank may use, divided among the ranks of its node when they are not bound to cores.")
 @click.option("--author", default=None, metavar="NAME", help="Author name recorded in /h5md/author. Default: the user name.")
 @run_options
 def command(inputs, output, append_to, topology, select, atom_indices_file, index_file, start, stop, step, begin, end, dt,
             velocities, forces, on_overlap, on_truncated,
             input_format, group, chunk_frames, precision, velocity_precision, force_precision, contiguous,
-            compression, compression_level, shuffle, stripe_count, stripe_size, block_size, author, force,
+            compression, compression_level, shuffle, stripe_count, stripe_size, block_size, threads, author, force,
             progress, as_json):
     """Convert MD trajectories into one H5MD 1.1 file.
 
@@ -72,7 +73,7 @@ def command(inputs, output, append_to, topology, select, atom_indices_file, inde
                              precision=precision, velocity_precision=velocity_precision,
                              force_precision=force_precision, contiguous=contiguous, compression=compression,
                              compression_level=compression_level, shuffle=shuffle, stripe_count=stripe_count,
-                             stripe_size=stripe_size, author=author, force=force)
+                             stripe_size=stripe_size, author=author, force=force, threads=threads)
         summary = append(list(inputs), append_to, comm=comm, on_overlap=on_overlap, on_truncated=on_truncated,
                          format=input_format, velocities=velocities, forces=forces, progress=progress,
                          block_bytes=block_size)
@@ -92,7 +93,7 @@ def command(inputs, output, append_to, topology, select, atom_indices_file, inde
         chunk_frames=chunk_frames, contiguous=contiguous, compression=compression,
         compression_level=compression_level, shuffle=shuffle, precision=precision,
         velocity_precision=velocity_precision, force_precision=force_precision, stripe_count=stripe_count,
-        stripe_size=stripe_size, force=force, progress=progress, block_bytes=block_size,
+        stripe_size=stripe_size, force=force, progress=progress, block_bytes=block_size, threads=threads,
         author=author,
     )
     if comm.rank != 0:
@@ -134,6 +135,8 @@ def print_summary(summary):
     box = "none" if not summary["box"] else ("periodic" if set(boundary) == {"periodic"} else "/".join(boundary))
     click.echo(f"layout: {chunks}, compression {describe_compression(layout)}, box {box}")
     click.echo(f"chunks: {layout['chunk_reason']}")
+    if summary.get("threads"):
+        click.echo(f"compressed in {summary['threads']} thread(s) per rank")
     if layout["stripe_count"] is not None or layout["stripe_size"] is not None:
         click.echo(f"striping: lfs setstripe {summary['stripe_applied']}; {layout['alignment_reason']}")
     if summary.get("topology"):

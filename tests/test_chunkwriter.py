@@ -1,0 +1,208 @@
+"""Chunks compressed in h5mdtool's threads and stored with HDF5's direct chunk write (issue 13, item 5).
+
+The oracle is HDF5 itself (its filters decoding what :mod:`h5mdtool.chunkcodec` encoded) and
+MDAnalysis reading the source trajectory. Shapes cover one frame, one chunk holding every
+frame, many chunks with a partial last one, and ranks without frames (mpi-marked tests also
+run on 2 and 3 ranks).
+"""
+
+import glob
+import os
+
+import h5py
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from h5mdtool import convert
+from h5mdtool.chunkcodec import FilterPipeline, UnsupportedPipeline
+from h5mdtool.chunkwriter import default_threads
+from h5mdtool.codecs import codec
+from h5mdtool.errors import H5mdToolError, OutputError
+
+TRAJ = "particles/trajectory"
+CODECS = ["gzip", "zstd", "lz4", "blosc2"]
+
+
+def _dataset(handle, name, shape, chunk_frames, dtype, compression, shuffle):
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    chosen = codec(compression)
+    chosen.set_on(dcpl, chosen.default_level, shuffle)
+    return handle.create_dataset(name, shape=shape, maxshape=(None,) + shape[1:], chunks=(chunk_frames,) + shape[1:],
+                                 dtype=dtype, dcpl=dcpl)
+
+
+@settings(max_examples=60, deadline=None)
+@given(compression=st.sampled_from(CODECS), shuffle=st.booleans(),
+       dtype=st.sampled_from(["float32", "float64", "int32"]), n_frames=st.integers(1, 9),
+       chunk_frames=st.integers(1, 12), n_atoms=st.integers(1, 40), kind=st.sampled_from(["smooth", "random", "zeros"]),
+       seed=st.integers(0, 2**16))
+def test_encoded_chunks_read_back_through_hdf5(tmp_path_factory, compression, shuffle, dtype, n_frames, chunk_frames,
+                                               n_atoms, kind, seed):
+    """Whatever the codec, dtype, chunk and data, HDF5's own filters decode what the pipeline encoded."""
+    rng = np.random.default_rng(seed)
+    shape = (n_frames, n_atoms, 3)
+    if kind == "random":
+        data = rng.standard_normal(shape) * 1e6
+    elif kind == "smooth":
+        data = np.cumsum(rng.normal(0, 0.01, shape), axis=0) + 3
+    else:
+        data = np.zeros(shape)
+    data = data.astype(dtype)
+    chunk_frames = min(chunk_frames, n_frames)
+    path = str(tmp_path_factory.mktemp("pipeline") / "x.h5")
+    with h5py.File(path, "w", libver=("v110", "latest")) as handle:
+        dataset = _dataset(handle, "x", shape, chunk_frames, dtype, compression, shuffle)
+        pipeline = FilterPipeline(*FilterPipeline.of(dataset).describe())  # as other ranks rebuild it
+        for first in range(0, n_frames, chunk_frames):
+            chunk = np.zeros((chunk_frames, n_atoms, 3), dtype)
+            rows = data[first:first + chunk_frames]
+            chunk[:len(rows)] = rows
+            stored, mask = pipeline.encode(chunk)
+            assert pipeline.decode(stored, mask) == chunk.tobytes()
+            dataset.id.write_direct_chunk((first, 0, 0), stored, filter_mask=mask)
+    with h5py.File(path, "r") as handle:
+        np.testing.assert_array_equal(handle["x"][()], data)
+
+
+def test_filters_only_hdf5_runs_are_refused(tmp_path):
+    """lzf (h5py's) and scale-offset run only inside HDF5: the pipeline says so instead of guessing."""
+    with h5py.File(str(tmp_path / "x.h5"), "w") as handle:
+        lzf = handle.create_dataset("lzf", shape=(4, 3), chunks=(2, 3), dtype="f4", compression="lzf")
+        scaled = handle.create_dataset("so", shape=(4, 3), chunks=(2, 3), dtype="i4", scaleoffset=0)
+        for dataset in (lzf, scaled):
+            with pytest.raises(UnsupportedPipeline):
+                FilterPipeline.of(dataset)
+
+
+def _trr(path, positions, velocities_every=None):
+    """A TRR with a box; velocities in every *velocities_every*-th frame (their own element)."""
+    from MDAnalysis.lib.formats.libmdaxdr import TRRFile
+
+    rng = np.random.default_rng(5)
+    with TRRFile(path, "w") as handle:
+        for i, x in enumerate(positions):
+            v = None
+            if velocities_every and i % velocities_every == 0:
+                v = rng.standard_normal(x.shape).astype(np.float32)
+            handle.write(x, v, None, np.diag([9.0, 8.0, 7.0]).astype(np.float32), 10 * i, 0.5 * i, 0.0, len(x))
+
+
+def _read_trr(path):
+    """Positions and the velocities present (nm, nm/ps, as stored), read by MDAnalysis's TRR decoder."""
+    from MDAnalysis.lib.formats.libmdaxdr import TRRFile
+
+    with TRRFile(path) as handle:
+        frames = [(frame.x.copy(), frame.v.copy() if frame.hasv else None) for frame in handle]
+    return np.stack([x for x, _ in frames]), [v for _, v in frames if v is not None]
+
+
+#: (frames, chunk frames): one frame; one chunk holding every frame; many chunks, the last
+#: partial; fewer chunks than 3 ranks (a rank without frames)
+SHAPES = [(1, 1), (5, 8), (11, 3), (2, 1)]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("compression", CODECS)
+@pytest.mark.parametrize("n_frames, chunk_frames", SHAPES, ids=["one-frame", "one-chunk", "many-chunks", "idle-rank"])
+def test_convert_direct_chunks_equal_the_source(comm, shared_tmp, compression, n_frames, chunk_frames):
+    """Positions, velocities (own steps) and boxes of the file equal MDAnalysis's decoder reading the TRR."""
+    rng = np.random.default_rng(n_frames)
+    positions = np.cumsum(rng.normal(0, 0.01, (n_frames, 17, 3)), axis=0).astype(np.float32) + 2
+    source = os.path.join(shared_tmp, "in.trr")
+    if comm.rank == 0:
+        _trr(source, positions, velocities_every=2)
+    comm.Barrier()
+    output = os.path.join(shared_tmp, "out.h5md")
+    summary = convert(source, output, comm=comm, compression=compression, chunk_frames=chunk_frames, progress=False)
+    assert summary["threads"] >= 1
+    comm.Barrier()
+    expected_x, expected_v = _read_trr(source)  # the oracle: the TRR's own values, bit for bit
+    with h5py.File(output, "r") as handle:
+        value = handle[f"{TRAJ}/position/value"]
+        assert value.chunks[0] == min(chunk_frames, n_frames)
+        np.testing.assert_array_equal(value[()], expected_x)
+        np.testing.assert_array_equal(handle[f"{TRAJ}/velocity/value"][()], np.stack(expected_v))
+        np.testing.assert_array_equal(handle[f"{TRAJ}/velocity/step"][()], np.arange(0, n_frames, 2) * 10)
+        np.testing.assert_array_equal(handle[f"{TRAJ}/box/edges/value"][()][:, [0, 1, 2], [0, 1, 2]],
+                                      np.tile([9.0, 8.0, 7.0], (n_frames, 1)).astype(np.float32))
+        assert handle["parameters/h5mdtool"].attrs["json"]
+    assert not glob.glob(os.path.join(shared_tmp, ".*"))  # no temporary left
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("n_frames, chunk_frames", SHAPES, ids=["one-frame", "one-chunk", "many-chunks", "idle-rank"])
+def test_convert_direct_chunks_on_the_precision_grid(comm, shared_tmp, n_frames, chunk_frames):
+    """--precision: int32 on the grid, every position within Q/2 of the source."""
+    import MDAnalysis as mda
+
+    rng = np.random.default_rng(7)
+    positions = (rng.uniform(-5, 5, (n_frames, 23, 3))).astype(np.float32)
+    source = os.path.join(shared_tmp, "in.trr")
+    if comm.rank == 0:
+        _trr(source, positions)
+    comm.Barrier()
+    output = os.path.join(shared_tmp, "out.h5md")
+    convert(source, output, comm=comm, precision=0.001, chunk_frames=chunk_frames, progress=False)
+    comm.Barrier()
+    universe = mda.Universe(output)
+    stored = np.stack([ts.positions.copy() for ts in universe.trajectory]) / 10
+    source_nm = np.stack([ts.positions.copy() for ts in mda.Universe(source).trajectory]) / 10
+    assert stored.shape == source_nm.shape
+    assert np.abs(stored.astype(np.float64) - source_nm).max() <= 0.0005 + 1e-6
+
+
+@pytest.mark.mpi
+def test_a_failing_encoder_stops_every_rank(comm, shared_tmp, monkeypatch):
+    """A chunk the codec cannot compress on one rank: one error on every rank, nothing left behind."""
+    from h5mdtool import chunkwriter
+
+    positions = np.ones((12, 5, 3), np.float32)
+    source = os.path.join(shared_tmp, "in.trr")
+    if comm.rank == 0:
+        _trr(source, positions)
+    comm.Barrier()
+    failing_rank = comm.size - 1
+
+    def refuse(pipeline, rows, chunk, dtype):
+        raise OutputError("a chunk could not be compressed (test)")
+
+    if comm.rank == failing_rank:
+        monkeypatch.setattr(chunkwriter, "_encode", refuse)
+    output = os.path.join(shared_tmp, "out.h5md")
+    with pytest.raises(H5mdToolError) as caught:
+        convert(source, output, comm=comm, compression="zstd", chunk_frames=2, progress=False)
+    if comm.rank == failing_rank:
+        assert "could not be compressed" in str(caught.value)
+    comm.Barrier()
+    assert os.listdir(shared_tmp) == ["in.trr"]
+
+
+def test_mandatory_filter_failure_is_an_error():
+    """A mandatory filter that declines a chunk fails the write, as HDF5 would; an optional one is skipped."""
+    pipeline = FilterPipeline([(32015, 0, (3,))], 4)
+    pipeline.functions[32015] = lambda *args: 0
+    with pytest.raises(RuntimeError, match="failed"):
+        pipeline.encode(np.ones(8, np.float32))
+    optional = FilterPipeline([(32015, 1, (3,))], 4)
+    optional.functions[32015] = lambda *args: 0
+    stored, mask = optional.encode(np.ones(8, np.float32))
+    assert mask == 1 and stored == np.ones(8, np.float32).tobytes()
+
+
+def test_default_threads_serial_uses_the_cores_it_may_run_on():
+    from h5mdtool.mpi import SerialComm
+
+    assert default_threads(SerialComm()) == len(os.sched_getaffinity(0))
+
+
+def test_threads_are_recorded(tmp_path, adk):
+    """The summary and the provenance say how many threads compressed; uncompressed layouts have none."""
+    import json
+
+    compressed = convert(adk[1], str(tmp_path / "z.h5md"), compression="zstd", stop=4, threads=3, progress=False)
+    plain = convert(adk[1], str(tmp_path / "p.h5md"), compression="none", stop=4, progress=False)
+    assert compressed["threads"] == 3 and plain["threads"] is None
+    with h5py.File(str(tmp_path / "z.h5md"), "r") as handle:
+        assert json.loads(handle["parameters/h5mdtool"].attrs["json"])["compression_threads"] == 3
