@@ -8,7 +8,7 @@
 ``own-collective-dxpl`` as ``own`` with a collective transfer property list.
 
 Then rank 0 reopens the file serially and compares it with the data. The chunks are
-shuffle + deflate compressed in numpy/zlib (``chunk_codecs``), the dataset has the same
+shuffle + deflate compressed in numpy/zlib (``h5mdtool.chunkcodec``), the dataset has the same
 filters, so any HDF5 reader decodes them.
 """
 
@@ -27,7 +27,7 @@ import numpy as np
 import h5py
 from mpi4py import MPI
 sys.path.insert(0, sys.argv[3])
-from chunk_codecs import ChunkPipeline
+from h5mdtool.chunkcodec import FilterPipeline
 
 comm = MPI.COMM_WORLD
 pattern, path = sys.argv[1], sys.argv[2]
@@ -37,7 +37,7 @@ n_chunks = n_frames // chunk
 handle = h5py.File(path, "w", driver="mpio", comm=comm, libver=("v110", "latest"))
 value = handle.create_dataset("value", shape=data.shape, dtype=np.int32, chunks=(chunk, n_atoms, 3),
                               compression="gzip", compression_opts=4, shuffle=True, fill_time="never")
-pipeline = ChunkPipeline(value)
+pipeline = FilterPipeline.of(value)
 mine = range(comm.rank, n_chunks, comm.size)
 dxpl = None
 if pattern == "own-collective-dxpl":
@@ -45,7 +45,7 @@ if pattern == "own-collective-dxpl":
     dxpl.set_dxpl_mpio(h5py.h5fd.MPIO_COLLECTIVE)
 try:
     for c in (range(n_chunks) if pattern == "every" else mine):
-        piece = pipeline.compress(data[c * chunk:(c + 1) * chunk])
+        piece = bytes(pipeline.encode(data[c * chunk:(c + 1) * chunk])[0])
         if dxpl is None:
             value.id.write_direct_chunk((c * chunk, 0, 0), piece)
         else:

@@ -10,7 +10,7 @@ balanced share of whole chunks, in rounds of about 32 MiB of positions per rank)
 ``hdf5``    collective ``H5Dwrite`` through the mpio driver: HDF5 1.10.8 runs the filters
             on each rank's chunks, then exchanges the compressed sizes, reallocates file
             space collectively and writes with collective MPI-IO (``write_file``).
-``gather``  each rank compresses its chunks in T threads (``chunk_codecs.ChunkPipeline``,
+``gather``  each rank compresses its chunks in T threads (``h5mdtool.chunkcodec.FilterPipeline``,
             byte for byte HDF5's output), rank 0 gathers them and stores them with
             ``write_direct_chunk`` into the file it opened without MPI-IO.
 ``pwrite``  as ``gather``, but only the chunk *sizes* go to rank 0: it allocates every
@@ -58,15 +58,15 @@ def compress_block(pipeline, stored, chunk, pool):
         padded[:len(pieces[-1])] = pieces[-1]
         pieces[-1] = padded
     if pool is None:
-        return [pipeline.compress(p) for p in pieces]
-    return list(pool.map(pipeline.compress, pieces))
+        return [bytes(pipeline.encode(p)[0]) for p in pieces]
+    return list(pool.map(lambda p: bytes(pipeline.encode(p)[0]), pieces))
 
 
 def direct_write(path, candidate, local, n_frames, local_start, chunk, comm, method, threads):
     """The ``gather`` and ``pwrite`` methods; returns (seconds, this rank's timeline)."""
     import h5py
 
-    from chunk_codecs import ChunkPipeline
+    from h5mdtool.chunkcodec import FilterPipeline
     from h5mdtool.mpi import chunk_aligned_slices
 
     n_atoms = local.shape[1]
@@ -87,11 +87,11 @@ def direct_write(path, candidate, local, n_frames, local_start, chunk, comm, met
     # every rank needs the pipeline's parameters: rank 0 made the dataset, the others build
     # the same one in memory
     if comm.rank == 0:
-        pipeline = ChunkPipeline(value)
+        pipeline = FilterPipeline.of(value)
     else:
         scratch = h5py.File(f"scratch-{os.getpid()}", "w", driver="core", backing_store=False)
         scratch_value, _, _ = create_file(scratch, candidate, n_frames, n_atoms, chunk)
-        pipeline = ChunkPipeline(scratch_value)
+        pipeline = FilterPipeline.of(scratch_value)
     comm.Barrier()
     if comm.rank != 0 and method == "pwrite":
         descriptor = os.open(path, os.O_WRONLY)

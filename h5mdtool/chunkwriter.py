@@ -11,38 +11,16 @@ one file opened with MPI-IO hang in the collective close (HDF5 1.10.8, the compr
 study in docs/performance.md). What crosses MPI is the compressed chunks.
 """
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from .chunkcodec import FilterPipeline, UnsupportedPipeline
 from .errors import OutputError, StackError
-from .mpi import agree, capture_errors, is_parallel
+from .mpi import agree, capture_errors, is_parallel, threads_per_rank as default_threads  # noqa: F401 - convert's default
 
 #: Fields stored per atom (chunked by whole frames and filtered).
 _BOX = "edges"
-
-
-def default_threads(comm):
-    """Encoding threads per rank: the cores this rank may use, shared by the ranks of its node.
-
-    A rank bound to fewer cores than the node has (``mpirun --bind-to``) uses those; an
-    unbound rank gets the node's cores divided by the ranks running on the node.
-    """
-    try:
-        visible = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        visible = os.cpu_count() or 1
-    total = os.cpu_count() or visible
-    if visible < total or not is_parallel(comm):
-        return max(1, visible)
-    from mpi4py import MPI
-
-    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    ranks_here = node.Get_size()
-    node.Free()
-    return max(1, total // ranks_here)
 
 
 class _Group:

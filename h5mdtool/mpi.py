@@ -333,6 +333,35 @@ def mpi_info(hints):
     return info
 
 
+#: Environment variables in which MPI launchers give the number of ranks on this node.
+LOCAL_SIZE_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
+
+
+def threads_per_rank(comm):
+    """Threads a rank may use for compression: the cores it may run on, shared with the ranks of its node.
+
+    A rank bound to fewer cores than the node has (``mpirun --bind-to core``, ``srun
+    --cpus-per-task``) uses those; an unbound rank gets the node's cores divided by the
+    ranks on the node, as the launcher tells it (Open MPI, MPICH, Slurm), else by all ranks.
+    Not collective.
+    """
+    try:
+        visible = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        visible = os.cpu_count() or 1
+    total = os.cpu_count() or visible
+    if visible < total or not is_parallel(comm):
+        return max(1, visible)
+    ranks_here = comm.size
+    for name in LOCAL_SIZE_VARIABLES:
+        try:
+            ranks_here = max(1, int(os.environ[name].split("(")[0].split(",")[0]))
+            break
+        except (KeyError, ValueError):
+            continue
+    return max(1, total // ranks_here)
+
+
 def open_h5(path, mode, comm, hints=None, **kwargs):
     """Open an HDF5 file with h5py, through MPI-IO when *comm* has several ranks.
 

@@ -1,4 +1,4 @@
-"""The compression study's prototypes (benchmarks/layout_candidates.py, chunk_codecs.py).
+"""The compression study's prototypes (benchmarks/layout_candidates.py) and h5mdtool.chunkcodec on them.
 
 What the recommended layouts rest on, on real data (the AdK DCD's positions on XTC's
 0.001 nm grid): the filters round-trip in collective parallel writes (mpi-marked: also run
@@ -18,7 +18,7 @@ hdf5plugin = pytest.importorskip("hdf5plugin")
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
 
-from chunk_codecs import ChunkPipeline  # noqa: E402
+from h5mdtool.chunkcodec import FilterPipeline  # noqa: E402
 from layout_candidates import XTC_GRID_NM, candidates, max_error_nm, write_file  # noqa: E402
 
 #: lossless (int32 pm or float32) and lossy layouts the study recommends or compares
@@ -91,7 +91,7 @@ def test_mdanalysis_reads_int32_pm_in_angstrom(tmp_path, grid_positions):
 @pytest.mark.parametrize("key", ["i32-shuffle-gzip4", "i32-shuffle-zstd3", "i32-bshuf-lz4", "i32-blosc2-shuffle-zstd5",
                                  "f32-blosc2-bitshuffle-zstd1", "f32-sz-abs", "f32-zfp-acc"])
 def test_chunks_compressed_outside_hdf5_are_hdf5s_bytes(tmp_path, grid_positions, key):
-    """ChunkPipeline gives the bytes HDF5's own filters write, and direct chunk writes read back."""
+    """FilterPipeline gives the bytes HDF5's own filters write (SZ and ZFP too), and direct chunk writes read back."""
     candidate = candidates()[key]
     stored = candidate.representation.encode(grid_positions[:64])
     with h5py.File(tmp_path / "c.h5", "w") as handle:
@@ -99,9 +99,9 @@ def test_chunks_compressed_outside_hdf5_are_hdf5s_bytes(tmp_path, grid_positions
         reference = handle.create_dataset("reference", data=stored, chunks=(32,) + stored.shape[1:], **options)
         direct = handle.create_dataset("direct", shape=stored.shape, dtype=stored.dtype,
                                        chunks=(32,) + stored.shape[1:], **options)
-        pipeline = ChunkPipeline(direct)
+        pipeline = FilterPipeline.of(direct)
         for start in (0, 32):
-            piece = pipeline.compress(stored[start:start + 32])
+            piece = bytes(pipeline.encode(stored[start:start + 32])[0])
             assert piece == reference.id.read_direct_chunk((start, 0, 0))[1]
             direct.id.write_direct_chunk((start, 0, 0), piece)
     with h5py.File(tmp_path / "c.h5", "r") as handle:

@@ -12,9 +12,10 @@ element is present at the frames whose step it samples. The box may be absent, f
 
 Units are converted to h5mdtool's (nm, ps, nm/ps, kJ/(mol nm)) from the ``unit`` strings of
 the H5MD units module, which may start with a numeric factor (``10 pm``). Per-atom values
-are read as a span of atoms (first to last selected) with ``read_direct`` into a reused
-buffer and picked in memory: h5py's point selection along the atom axis was about 4x slower
-(docs/benchmark.md).
+are read as a span of atoms (first to last selected) into a reused buffer and picked in
+memory: h5py's point selection along the atom axis was about 4x slower (docs/benchmark.md).
+Compressed datasets chunked by whole frames are decompressed in threads
+(:class:`~h5mdtool.chunkcodec.ChunkReader`).
 """
 
 import re
@@ -294,8 +295,9 @@ class H5MDFormat(Format):
 
     def __init__(self, segment, atom_indices=None, comm=None):
         super().__init__(segment, atom_indices)
+        from ..chunkcodec import ChunkReader
         from ..codecs import register_plugins
-        from ..mpi import SerialComm, open_h5
+        from ..mpi import SerialComm, open_h5, threads_per_rank
 
         register_plugins()
         comm = comm or SerialComm()
@@ -311,6 +313,7 @@ class H5MDFormat(Format):
             pick = None  # the selection is the whole span: no copy
         self.pick = pick
         self.buffers = {}
+        self.chunks = ChunkReader(threads_per_rank(comm))
 
     def _buffer(self, dtype, count):
         """A reused (count, span, 3) array of *dtype*, grown as needed."""
@@ -325,7 +328,7 @@ class H5MDFormat(Format):
         first, last = self.span
         if len(rows) == 1 or np.all(np.diff(rows) == 1):
             values = self._buffer(dataset.dtype, len(rows))
-            dataset.read_direct(values, np.s_[int(rows[0]):int(rows[-1]) + 1, first:last])
+            self.chunks.read(dataset, int(rows[0]), int(rows[-1]) + 1, (first, last), values)
         else:
             values = dataset[rows.tolist(), first:last]
         return values if self.pick is None else np.take(values, self.pick, axis=1)
@@ -343,7 +346,7 @@ class H5MDFormat(Format):
                 contiguous = count == 1 or np.all(np.diff(element_rows) == 1)
                 if (contiguous and self.pick is None and element["factor"] == 1.0
                         and dataset.dtype == target.dtype and self.span == (0, self.segment.n_atoms)):
-                    dataset.read_direct(target, np.s_[int(element_rows[0]):int(element_rows[-1]) + 1])
+                    self.chunks.read(dataset, int(element_rows[0]), int(element_rows[-1]) + 1, self.span, target)
                     continue
                 values = self._values(dataset, element_rows)
                 if element["factor"] == 1.0:
@@ -385,6 +388,7 @@ class H5MDFormat(Format):
         return edges
 
     def close(self):
+        self.chunks.close()
         self.handle.close()
 
 
