@@ -34,7 +34,7 @@ import numpy as np
 
 from .errors import InputError
 from .formats import TrajectoryIndex, TrajectoryReader, scan_segment
-from .formats.base import ANGSTROM_PER_NM
+from .formats.base import ANGSTROM_PER_NM, reason
 from .manifest import read_manifest
 
 
@@ -294,7 +294,12 @@ class MDAnalysisFrames:
                 warnings.simplefilter("ignore")
                 universe = MDAnalysis.Universe(self.topology, piece.path, **kwargs)
         except Exception as error:  # noqa: BLE001 - MDAnalysis raises many types here
-            raise InputError(f"{piece.path}: MDAnalysis cannot read it with {self.topology} ({error})") from None
+            hint = ""
+            if piece.format == "H5MD" and _fixed_step(piece.path, self.h5md_group):
+                hint = ("; its H5MDReader needs a step value per frame and this file stores a fixed step "
+                        "interval: --engine blocks reads it")
+            raise InputError(f"{piece.path}: MDAnalysis cannot read it with {self.topology} "
+                             f"({reason(error)}){hint}") from None
         universe.h5mdtool_atoms = universe.atoms[self.atom_indices]
         self.universes[number] = universe
         return universe
@@ -324,6 +329,19 @@ class MDAnalysisFrames:
 
 
 _READER_CLASSES = {}
+
+
+def _fixed_step(path, group=None):
+    """True when the positions of the H5MD file's particle group (default: the first) have a scalar step."""
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as handle:
+            particles = handle["particles"]
+            name = group or next(iter(particles))
+            return particles[name]["position/step"].shape == ()
+    except Exception:  # noqa: BLE001 - only a hint for a message
+        return False
 
 
 def mdanalysis_reader(piece, h5md_group=None):

@@ -88,13 +88,38 @@ class _Copier:
         for name in ("step", "time"):
             if name in obj:
                 series = obj[name]
-                if series.shape == () or rows is Ellipsis:
+                if rows is Ellipsis:
                     self.src.copy(series, self.dst.require_group(target), name=name)
+                elif series.shape == ():
+                    self._fixed_series(series, f"{target}/{name}", rows)
                 else:
                     self._dataset(series, f"{target}/{name}", series[()][rows])
         what = [text for text, done in (("the kept frames", rows is not Ellipsis), ("the selected atoms", keep_atoms),
                                         ("frame-shaped chunks", frame_shaped)) if done]
         self.reduced.append(f"/{path} ({' and '.join(what)})")
+
+    def _fixed_series(self, series, target, rows):
+        """A fixed step or time (``offset`` + increment x row) for the kept *rows*.
+
+        Rows kept at a regular stride stay fixed, with the offset of the first kept row and
+        the increment times the stride; other selections are written out as explicit values.
+        """
+        increment = series[()]
+        offset = series.attrs.get("offset", 0)
+        values = offset + increment * np.asarray(rows, np.int64)
+        strides = np.unique(np.diff(rows))
+        parent, name = self._parent(target)
+        if len(strides) <= 1:
+            stride = int(strides[0]) if len(strides) else 1
+            dataset = parent.create_dataset(name, data=np.asarray(increment * stride, series.dtype))
+            for key, value in series.attrs.items():
+                dataset.attrs[key] = value
+            dataset.attrs["offset"] = np.asarray(values[0] if len(values) else offset,
+                                                 np.asarray(offset).dtype if "offset" in series.attrs else series.dtype)
+        else:
+            self._dataset(series, target, np.asarray(values, series.dtype))
+            if "offset" in parent[name].attrs:
+                del parent[name].attrs["offset"]
 
     def _stream(self, template, target, rows, atoms, frame_shaped):
         """Copy rows *rows* (all when None) and atoms *atoms* of a time-dependent value, in blocks.

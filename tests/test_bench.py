@@ -421,3 +421,37 @@ def test_opening_parts_is_init_traj_not_io(tmp_path, adk, monkeypatch, engine):
     record = bench_rmsd(str(tmp_path / "parts"), adk[0], engine=engine)["report"]["ranks"][0]
     assert record["files_opened"] == 4
     assert record["t_init_traj"] > 4 * 0.3 and record["t_io"] < 0.3
+
+
+
+def test_frames_engine_names_mdanalysis_fixed_step_limit(tmp_path):
+    """make fuzz case 602: an H5MD file storing a fixed step interval (valid H5MD, pyh5md's
+    choice) is not read by MDAnalysis's H5MDReader; the frames engine, which reads through it,
+    said "MDAnalysis cannot read it (...)" with an empty reason. It now names the cause and
+    the engine that reads the file, whose RMSD equals MDAnalysis's on the same positions."""
+    import h5py
+
+    rng = np.random.default_rng(3)
+    positions = rng.uniform(0, 2, (6, 4, 3)).astype(np.float32)
+    path = str(tmp_path / "fixed.h5md")
+    with h5py.File(path, "w") as handle:
+        handle.create_group("h5md").attrs["version"] = np.array([1, 1], np.int32)
+        trajectory = handle.create_group("particles/trajectory")
+        box = trajectory.create_group("box")
+        box.attrs["dimension"] = np.int32(3)
+        box.attrs["boundary"] = np.array([b"none"] * 3)
+        position = trajectory.create_group("position")
+        position.create_dataset("value", data=positions).attrs["unit"] = "nm"
+        position["step"] = 10
+        position["time"] = 0.02
+        position["time"].attrs["unit"] = "ps"
+    topology = tmp_path / "top.pdb"
+    topology.write_text("".join(f"ATOM  {i + 1:5d}  CA  ALA A{i + 1:4d}       0.000   0.000   0.000  1.00  0.00           C\n"
+                                for i in range(4)) + "END\n")
+    with pytest.raises(InputError, match="fixed step interval: --engine blocks reads it"):
+        bench_rmsd(path, str(topology), engine="frames")
+    result = bench_rmsd(path, str(topology), engine="blocks")
+    from MDAnalysis.analysis.rms import rmsd
+
+    expected = [rmsd(frame * 10, positions[0] * 10, center=True, superposition=True) for frame in positions]
+    np.testing.assert_allclose(result["rmsd"][:, 2], expected, atol=1e-4)

@@ -161,3 +161,47 @@ def test_other_particle_group_without_box_gets_one(tmp_path, adk):
     split(source, str(tmp_path / "parts"), 2, format="h5md", progress=False)
     report = validate(str(tmp_path / "parts" / "manifest.json"))
     assert "H5MD010" not in {f.rule for r in report.files for f in r.findings}
+
+
+def _series(dataset, length):
+    """Values of an explicit step/time dataset, or of a fixed one (offset + increment x row)."""
+    if dataset.shape == ():
+        return dataset.attrs.get("offset", 0) + dataset[()] * np.arange(length)
+    return dataset[()]
+
+
+@pytest.mark.parametrize("position_steps, options, storage", [
+    ([0, 10, 20, 30, 40, 50, 60, 70], {"start": 1, "step": 2}, "fixed"),  # rows 1, 3, 5, 7: a stride
+    ([0, 10, 20, 30, 40, 50, 60, 70], {"start": 5, "stop": 6}, "fixed"),  # one row
+    ([0, 10, 30, 40, 60, 70, 80, 90], {"start": 1}, "explicit"),  # rows 1, 3, 4, 6, ...: no stride
+])
+def test_fixed_step_of_a_carried_over_element_follows_the_kept_frames(tmp_path, adk, position_steps, options, storage):
+    """make fuzz case 665: an observable stored with a fixed step and time (scalar increment +
+    offset) kept its offset when frames were selected, so its kept values were labelled with
+    the steps of the first rows. The kept rows now keep their own steps and times: a fixed
+    series at a regular stride (offset of the first kept row, increment x stride), else
+    explicit values."""
+    source = str(tmp_path / "fixed.h5md")
+    convert(adk[1], source, stop=8, progress=False)
+    with h5py.File(source, "r+") as f:
+        position = f["particles/trajectory/position"]
+        del position["step"]
+        position["step"] = np.array(position_steps, np.int64)
+        energy = f.create_group("observables/energy")
+        energy["value"] = np.arange(10, dtype=np.float64) * 1.5  # at steps 0, 10, ..., 90
+        energy["step"] = np.int64(10)
+        energy["step"].attrs["offset"] = np.int64(0)
+        energy["time"] = 0.02
+        energy["time"].attrs["offset"] = 0.0
+        energy["time"].attrs["unit"] = "ps"
+    output = str(tmp_path / "out.h5md")
+    convert(source, output, progress=False, **options)
+    with h5py.File(output, "r") as f:
+        kept_steps = f["particles/trajectory/position/step"][()]
+        energy = f["observables/energy"]
+        n = energy["value"].shape[0]
+        assert (energy["step"].shape == ()) == (storage == "fixed")
+        steps = _series(energy["step"], n)
+        np.testing.assert_array_equal(steps, kept_steps)
+        np.testing.assert_allclose(_series(energy["time"], n), steps * 0.002)
+        np.testing.assert_array_equal(energy["value"][()], steps // 10 * 1.5)
