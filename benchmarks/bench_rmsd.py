@@ -9,6 +9,10 @@ rmsd`` (blocks engine, 1 rank) against MDAnalysis ``rms.RMSD(u, select="name CA"
   than MDAnalysis on the XTC, and faster than ``h5mdtool bench rmsd`` on the XTC;
 * ``--compression zstd`` (lossless): <= 1.5x the time on the uncompressed file;
 * gzip: 2 ranks >= 1.6x faster than 1 rank.
+
+h5mdtool decompresses in as many threads as a rank may use cores (2 here on 1 rank), while
+MDAnalysis reads in one: the compressed layouts are also timed on one core (``taskset -c
+0``), and the rank scaling with one core per rank (``--bind-to core``).
 """
 
 import os
@@ -17,7 +21,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import H5MDTOOL, MPIRUN, check, run_sizes, timed  # noqa: E402
+from common import H5MDTOOL, MPIRUN, ONE_CORE, check, mpirun_bound, run_sizes, timed  # noqa: E402
 from data import DATA, repeated_xtc, topology  # noqa: E402
 
 MDA_RMSD = (
@@ -56,8 +60,16 @@ def bench(repeats, repeat):
     result["h5mdtool_lossy"] = timed("h5mdtool bench rmsd on --precision 0.001 (int32 pm + zstd)", run + [lossy, "-t", top], repeat)
     result["h5mdtool_xtc"] = timed("h5mdtool bench rmsd on the XTC", run + [xtc, "-t", top], repeat)
     result["h5mdtool_zstd"] = timed("h5mdtool bench rmsd on --compression zstd", run + [zstd, "-t", top], repeat)
+    result["h5mdtool_lossy_1_core"] = timed("h5mdtool bench rmsd on --precision 0.001, 1 core",
+                                            ONE_CORE + run + [lossy, "-t", top], repeat)
+    result["h5mdtool_zstd_1_core"] = timed("h5mdtool bench rmsd on --compression zstd, 1 core",
+                                           ONE_CORE + run + [zstd, "-t", top], repeat)
     result["gzip_1"] = timed("h5mdtool bench rmsd on gzip H5MD, 1 rank", [MPIRUN, "-n", "1"] + run + [gzip, "-t", top], repeat)
     result["gzip_2"] = timed("h5mdtool bench rmsd on gzip H5MD, 2 ranks", [MPIRUN, "-n", "2"] + run + [gzip, "-t", top], repeat)
+    result["gzip_1_core"] = timed("h5mdtool bench rmsd on gzip H5MD, 1 rank on 1 core",
+                                  mpirun_bound(1) + run + [gzip, "-t", top], repeat)
+    result["gzip_2_cores"] = timed("h5mdtool bench rmsd on gzip H5MD, 2 ranks, 1 core each",
+                                   mpirun_bound(2) + run + [gzip, "-t", top], repeat)
     mine = result["h5mdtool_h5md"]["seconds"]
     result["checks"] = [
         check("MDAnalysis on H5MD / h5mdtool", result["mda_h5md"]["seconds"] / mine, 12.0),
@@ -65,7 +77,13 @@ def bench(repeats, repeat):
         check("MDAnalysis on XTC / h5mdtool on --precision 0.001", result["mda_xtc"]["seconds"] / result["h5mdtool_lossy"]["seconds"], 3.0),
         check("h5mdtool on XTC / h5mdtool on --precision 0.001", result["h5mdtool_xtc"]["seconds"] / result["h5mdtool_lossy"]["seconds"], 1.0),
         check("h5mdtool on zstd / on uncompressed", result["h5mdtool_zstd"]["seconds"] / mine, 1.5, higher_is_better=False),
-        check("gzip H5MD: 2 ranks over 1", result["gzip_1"]["seconds"] / result["gzip_2"]["seconds"], 1.6),
+        check("gzip H5MD: 2 ranks over 1 (unbound)", result["gzip_1"]["seconds"] / result["gzip_2"]["seconds"], 1.6),
+        check("gzip H5MD: 2 ranks over 1, one core per rank",
+              result["gzip_1_core"]["seconds"] / result["gzip_2_cores"]["seconds"], 1.6),
+        check("MDAnalysis on XTC / h5mdtool on --precision 0.001, 1 core",
+              result["mda_xtc"]["seconds"] / result["h5mdtool_lossy_1_core"]["seconds"], 3.0),
+        check("h5mdtool on zstd, 1 core / on uncompressed", result["h5mdtool_zstd_1_core"]["seconds"] / mine, 1.5,
+              higher_is_better=False),
     ]
     return result
 

@@ -14,6 +14,14 @@ RESULTS = os.path.join(HERE, "results")
 VENV_BIN = os.path.dirname(sys.executable)
 H5MDTOOL = os.path.join(VENV_BIN, "h5mdtool")
 MPIRUN = os.path.join(ROOT, "tools", "mpirun.sh")
+#: One process on one core (``taskset``): h5mdtool then compresses and decompresses in one
+#: thread, the per-core baseline of rank scaling.
+ONE_CORE = ["taskset", "-c", "0"]
+
+
+def mpirun_bound(n_ranks):
+    """``mpirun -n N`` with each rank bound to its own core (Open MPI's and MPICH's flag)."""
+    return [MPIRUN, "-n", str(n_ranks), "--bind-to", "core"]
 
 _MEASURE = (
     "import resource, subprocess, sys, time\n"

@@ -1,75 +1,49 @@
-"""Writing filtered layouts as whole chunks compressed in h5mdtool's threads.
+"""Writing filtered layouts from one process as whole chunks compressed in threads.
 
-HDF5 1.10.8 runs a dataset's filters inside ``H5Dwrite``, one chunk after another, and
-under MPI inside the collective call, where every round ends on all ranks together. For
-a filtered layout convert instead encodes the chunks of per-atom datasets itself
-(:mod:`.chunkcodec`: the dataset's own filters, byte-compatible with HDF5's), in a pool of
-threads on every rank, while the next block of frames is being decoded. Rank 0 owns the
-file, opened without MPI-IO, and stores every rank's chunks with HDF5's direct chunk write
-(``H5Dwrite_chunk``) and every rank's box rows: direct chunk writes by several ranks into
-one file opened with MPI-IO hang in the collective close (HDF5 1.10.8, the compression
-study in docs/performance.md). What crosses MPI is the compressed chunks.
+HDF5 1.10.8 runs a dataset's filters inside ``H5Dwrite``, one chunk after another, in the
+thread that writes. When one process writes the file (serial convert, split's H5MD parts)
+convert instead encodes the chunks of per-atom datasets itself (:mod:`.chunkcodec`: the
+dataset's own filters, read back by any HDF5 reader) in a pool of threads while the next
+block of frames is being decoded, and stores them with HDF5's direct chunk write
+(``H5Dwrite_chunk``). Under MPI the ranks keep writing filtered datasets collectively
+through parallel HDF5 (DESIGN.md section 4): direct chunk writes by several ranks into one
+file opened with MPI-IO hang in the collective close (HDF5 1.10.8; docs/performance.md).
 """
 
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .chunkcodec import FilterPipeline, UnsupportedPipeline
-from .errors import OutputError, StackError
-from .mpi import agree, capture_errors, is_parallel, threads_per_rank as default_threads  # noqa: F401 - convert's default
+from .chunkcodec import FilterPipeline
+from .errors import OutputError
 
-#: Fields stored per atom (chunked by whole frames and filtered).
-_BOX = "edges"
-
-
-class _Group:
-    """What every rank knows of one element group: chunk rows and each per-atom field's pipeline and dtype."""
-
-    def __init__(self, fields, chunk_frames, pipelines):
-        self.fields = fields
-        self.chunk_frames = chunk_frames
-        self.pipelines = {name: (FilterPipeline(*description), np.dtype(dtype))
-                          for name, (description, dtype) in pipelines.items()}
+#: Fields written as rows, not chunks: the box, and the element groups' step and time.
+_SERIES = ("edges", "step", "time")
 
 
 class DirectChunkWriter:
-    """Same interface as :class:`~h5mdtool.writer.TrajectoryWriter`, for filtered layouts.
+    """:class:`~h5mdtool.writer.TrajectoryWriter`'s writes, with chunks compressed in threads.
 
     Parameters
     ----------
-    writer : TrajectoryWriter or None
-        On rank 0 the writer of the file it opened alone (serial HDF5); None on other ranks.
-    comm : communicator
+    writer : TrajectoryWriter
+        The writer of a file opened by this process alone (serial HDF5).
     threads : int
-        Encoding threads of this rank.
+        Encoding threads.
 
     Raises
     ------
-    StackError
-        (On every rank) when a dataset's filters can only run inside HDF5.
+    UnsupportedPipeline
+        When a dataset's filters can only run inside HDF5 (see :func:`direct_chunk_writes`).
     """
 
-    def __init__(self, writer, comm, threads):
+    def __init__(self, writer, threads):
         self.writer = writer
-        self.comm = comm
-        description, failure = None, None
-        if comm.rank == 0:
-            try:
-                description = [
-                    (fields, writer.chunk_frames(number),
-                     {name: (FilterPipeline.of(dataset).describe(), dataset.dtype.str)
-                      for name, dataset in datasets.items() if name not in ("step", "time", _BOX)})
-                    for number, (fields, datasets) in enumerate(writer.datasets)
-                ]
-            except UnsupportedPipeline as error:
-                failure = str(error)
-        description, failure = comm.bcast((description, failure))
-        if failure is not None:
-            raise StackError(f"cannot compress chunks outside HDF5: {failure}")
-        self.groups = [_Group(*entry) for entry in description]
-        single = all(p.thread_safe for g in self.groups for p, _ in g.pipelines.values())
-        self.threads = max(1, int(threads)) if single else 1
+        self.pipelines = [{name: FilterPipeline.of(dataset) for name, dataset in datasets.items()
+                           if name not in _SERIES}
+                          for _, datasets in writer.datasets]
+        safe = all(p.thread_safe for group in self.pipelines for p in group.values())
+        self.threads = max(1, int(threads)) if safe else 1
         self.pool = ThreadPoolExecutor(self.threads, thread_name_prefix="h5mdtool-encode")
 
     def close(self):
@@ -78,59 +52,55 @@ class DirectChunkWriter:
 
     def chunk_frames(self, number):
         """Frames per chunk of group *number*'s per-atom data."""
-        return self.groups[number].chunk_frames
+        return self.writer.chunk_frames(number)
 
     def prepare(self, number, start, arrays):
         """Start encoding the whole chunks of *arrays* (rows from dataset row *start*, a chunk boundary).
 
-        Called from the decoding thread; returns what :meth:`write` takes. The arrays
-        must stay unchanged until :meth:`write` has returned.
+        Called from the decoding thread; returns what :meth:`write` takes. The arrays must
+        stay unchanged until :meth:`write` has returned.
         """
-        group = self.groups[number]
-        chunk = group.chunk_frames
+        _, datasets = self.writer.datasets[number]
         prepared = {}
         for name, rows in arrays.items():
-            if name == _BOX:
+            if name in _SERIES:
                 prepared[name] = rows
                 continue
-            pipeline, dtype = group.pipelines[name]
+            dataset = datasets[name]
+            chunk = dataset.chunks[0]
             prepared[name] = [
-                (start + first, self.pool.submit(_encode, pipeline, rows[first:first + chunk], chunk, dtype))
+                (start + first, self.pool.submit(_encode, self.pipelines[number][name], rows[first:first + chunk],
+                                                 dataset.chunks, dataset.dtype))
                 for first in range(0, len(rows), chunk)
             ]
         return prepared
 
     def write(self, number, start, prepared):
-        """Store the chunks :meth:`prepare` started (collective: every rank calls it every round)."""
-        with capture_errors() as failure:
-            chunks = [(name, row) + future.result()
-                      for name, pieces in prepared.items() if name != _BOX for row, future in pieces]
-        agree(self.comm, failure[0])
-        edges = prepared.get(_BOX)
-        received = self.comm.gather((chunks, start, edges)) if is_parallel(self.comm) else [(chunks, start, edges)]
-        if self.comm.rank != 0:
-            return
+        """Store the chunks :meth:`prepare` started and the box rows."""
         _, datasets = self.writer.datasets[number]
-        for chunks, first, edges in received:
-            for name, row, data, mask in chunks:
-                datasets[name].id.write_direct_chunk((row,) + (0,) * (datasets[name].ndim - 1), data,
-                                                     filter_mask=mask)
-            if edges is not None and len(edges):
-                self.writer.rows.write(datasets[_BOX], first, edges)
+        for name, value in prepared.items():
+            dataset = datasets[name]
+            if name in _SERIES:
+                if len(value):
+                    self.writer.rows.write(dataset, start, value)
+                continue
+            for row, future in value:
+                data, mask = future.result()
+                dataset.id.write_direct_chunk((row,) + (0,) * (dataset.ndim - 1), data, filter_mask=mask)
 
     def write_series(self, number, step, time, start=0):
-        """Write group *number*'s ``step`` and ``time`` (rank 0)."""
-        if self.comm.rank == 0:
-            self.writer.write_series(number, step, time, start)
+        """Write group *number*'s ``step`` and ``time``."""
+        self.writer.write_series(number, step, time, start)
 
 
-def _encode(pipeline, rows, chunk, dtype):
-    """(stored bytes, filter mask) of one chunk: *rows* padded to *chunk* rows, as HDF5 stores a last, partial chunk."""
-    if len(rows) < chunk:
-        full = np.zeros((chunk,) + rows.shape[1:], dtype)
+def _encode(pipeline, rows, chunks, dtype):
+    """(stored bytes, filter mask) of one chunk: *rows* padded to the chunk's shape, as HDF5
+    stores a dataset's last, partial chunk."""
+    if rows.shape != tuple(chunks) or rows.dtype != dtype:
+        full = np.zeros(chunks, dtype)
         full[:len(rows)] = rows
         rows = full
     try:
-        return pipeline.encode(np.ascontiguousarray(rows, dtype=dtype))
+        return pipeline.encode(rows)
     except (RuntimeError, MemoryError) as error:
         raise OutputError(f"a chunk could not be compressed ({error})") from None

@@ -19,10 +19,12 @@ from .formats.base import reason
 from .formats import check_trajectory, load_decoders, scan
 from .frametimes import check_one_selection, describe_frames, select_trajectory_frames
 from .atomselect import resolve_atoms
-from .chunkwriter import DirectChunkWriter, default_threads
+from .chunkcodec import UnsupportedPipeline
+from .chunkwriter import DirectChunkWriter
 from .layout import Layout
 from .mpi import (
-    SerialComm,
+    is_parallel,
+    threads_per_rank,
     abort_unless_collective,
     agree,
     capture_errors,
@@ -280,30 +282,25 @@ def _carry_over(plan, author):
 def write_h5md_file(path, plan, *, comm, bar, block_bytes=DEFAULT_BLOCK_BYTES, author=None, label=None, threads=None):
     """Write the frames of *plan* into a new H5MD file at *path* (collective).
 
-    Every rank of *comm* writes its balanced share; pass a :class:`~h5mdtool.mpi.SerialComm`
-    to write a whole file from one process (as split does for its parts). Filtered layouts
-    are compressed in *threads* encoding threads per rank (default: :func:`default_threads`)
-    and stored by rank 0 (:mod:`.chunkwriter`); others are written with collective MPI-IO.
-    On failure the file is closed and removed, and the error re-raised (or the job aborted
-    when only this rank failed). Messages name *label* (the final output) instead of the
+    Every rank of *comm* writes its balanced share with collective HDF5 calls; pass a
+    :class:`~h5mdtool.mpi.SerialComm` to write a whole file from one process (as split does
+    for its parts). One process compresses the chunks of a filtered layout in *threads*
+    threads (default: :func:`~h5mdtool.mpi.threads_per_rank`; :mod:`.chunkwriter`). On
+    failure the file is closed and removed, and the error re-raised (or the job aborted when
+    only this rank failed). Messages name *label* (the final output) instead of the
     temporary *path*.
     """
     from .formats import TrajectoryReader
 
-    layout = plan.layout
     label = label or path
-    direct = direct_chunk_writes(layout)
-    threads = default_threads(comm) if threads is None else threads
     h5file = writer = None
     try:
-        if direct:
-            with capture_errors() as failure:
-                if comm.rank == 0:
-                    h5file, writer = _create(path, plan, SerialComm(), label, author)
-            agree(comm, failure[0])
-            writer = DirectChunkWriter(writer, comm, threads)
-        else:
-            h5file, writer = _create(path, plan, comm, label, author)
+        h5file, writer = _create(path, plan, comm, label, author)
+        if direct_chunk_writes(plan.layout, comm):
+            try:
+                writer = DirectChunkWriter(writer, threads_per_rank(comm) if threads is None else threads)
+            except UnsupportedPipeline:  # HDF5 runs the filters
+                pass
         with TrajectoryReader(plan.index, plan.atom_indices) as reader:
             for number in range(len(plan.groups)):
                 _write_group(writer, number, plan, reader, comm, bar, block_bytes)
@@ -315,13 +312,14 @@ def write_h5md_file(path, plan, *, comm, bar, block_bytes=DEFAULT_BLOCK_BYTES, a
     except BaseException as error:
         _discard(comm, error, h5file, writer, path)
         raise
-    if h5file is not None:
-        h5file.close()
+    h5file.close()
 
 
-def direct_chunk_writes(layout):
-    """True when convert compresses *layout*'s chunks itself (:mod:`.chunkwriter`) rather than in HDF5."""
-    return layout.filtered and not layout.contiguous and codec(layout.compression).outside
+def direct_chunk_writes(layout, comm):
+    """True when the chunks of *layout* are compressed in h5mdtool's threads (:mod:`.chunkwriter`):
+    a filtered layout all of whose filters run outside HDF5, written by one process."""
+    return (not is_parallel(comm) and layout.filtered and not layout.contiguous
+            and codec(layout.compression).outside)
 
 
 def _create(path, plan, comm, label, author):
@@ -437,8 +435,9 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
     block_bytes : int
         Memory for one block of frames (default 32 MiB); each rank holds two blocks.
     threads : int, optional
-        Compressed layouts: threads per rank that compress chunks (default:
-        :func:`~h5mdtool.chunkwriter.default_threads`).
+        Compressed layouts written by one process: threads that compress chunks (default:
+        the cores this process may use, :func:`~h5mdtool.mpi.threads_per_rank`). Under MPI
+        the ranks compress in parallel HDF5's collective writes.
     author : str, optional
         Author name for ``/h5md/author`` (default: the user name).
     command : str, optional
@@ -484,9 +483,8 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
     plan.provenance["stripe_applied"] = root_call(
         comm, lfs_setstripe, plan.temporary, layout.stripe_count, layout.stripe_size
     )
-    direct = direct_chunk_writes(layout)
-    threads = (threads or default_threads(comm)) if direct else None
-    plan.provenance["mpi_io_hints"] = layout.mpi_hints() if comm.size > 1 and not direct else {}
+    threads = (threads or threads_per_rank(comm)) if direct_chunk_writes(layout, comm) else None
+    plan.provenance["mpi_io_hints"] = layout.mpi_hints() if comm.size > 1 else {}
     plan.provenance["compression_threads"] = threads
     comm.Barrier()
     total = sum(len(frames) for _, frames in plan.groups)
