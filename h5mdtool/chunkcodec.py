@@ -231,7 +231,10 @@ class FilterPipeline:
             if code == SHUFFLE:
                 data = _unshuffle(data, values[0] if values else self.itemsize)
             elif code == DEFLATE:
-                data = zlib.decompress(data)
+                try:
+                    data = zlib.decompress(data)
+                except zlib.error as error:
+                    raise RuntimeError(f"deflate: {error}") from None
             else:
                 out = _run_plugin(self.functions[code], flags | FLAG_REVERSE, values, data)
                 if out is None:
