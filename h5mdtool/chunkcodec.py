@@ -47,10 +47,15 @@ class _FilterClass(ctypes.Structure):
 _FILTER_FUNCTION = ctypes.CFUNCTYPE(ctypes.c_size_t, ctypes.c_uint, ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint),
                                     ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t),
                                     ctypes.POINTER(ctypes.c_void_p))
-_LIBC = ctypes.CDLL(None)
+# malloc, free, memcpy and the byte shuffle are quick: called through PyDLL they keep the
+# GIL (a call through CDLL releases it, and getting it back from a thread that decodes
+# frames can take a switch interval). The filter functions, the long calls, release it.
+_LIBC = ctypes.PyDLL(None)
 _LIBC.malloc.restype = ctypes.c_void_p
 _LIBC.malloc.argtypes = [ctypes.c_size_t]
 _LIBC.free.argtypes = [ctypes.c_void_p]
+_LIBC.memcpy.restype = ctypes.c_void_p
+_LIBC.memcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
 _PLUGINS = {}
 _PLUGINS_LOCK = threading.Lock()
 
@@ -77,24 +82,55 @@ def _plugin_function(filter_id):
         return _PLUGINS[filter_id][1]
 
 
-def _run_plugin(function, flags, values, data):
-    """Call an HDF5 filter function on *data* (a bytes-like object); the output bytes, or None if it declined."""
-    view = memoryview(data).cast("B")
-    size = view.nbytes
-    buffer = _LIBC.malloc(max(size, 1))
-    if not buffer:
-        raise MemoryError("malloc failed for a chunk")
-    if size:
-        ctypes.memmove(buffer, np.frombuffer(view, np.uint8).ctypes.data, size)
-    pointer = ctypes.c_void_p(buffer)
-    buffer_size = ctypes.c_size_t(size)
-    parameters = (ctypes.c_uint * len(values))(*values)
-    written = function(flags, len(values), parameters, size, ctypes.byref(buffer_size), ctypes.byref(pointer))
-    try:
+class _Buffer:
+    """A chunk's bytes in malloc'd memory, which HDF5 filter functions free and replace."""
+
+    def __init__(self, size):
+        self.pointer = _LIBC.malloc(max(size, 1))
+        if not self.pointer:
+            raise MemoryError("malloc failed for a chunk")
+        self.size = size
+
+    @classmethod
+    def copy_of(cls, data):
+        """A buffer holding a copy of the bytes-like *data*."""
+        source = np.frombuffer(data, np.uint8)
+        buffer = cls(source.size)
+        if source.size:
+            _LIBC.memcpy(buffer.pointer, source.ctypes.data, source.size)
+        return buffer
+
+    def view(self):
+        """The bytes as a uint8 array, without a copy (valid until the next filter or :meth:`free`)."""
+        if not self.size:
+            return np.empty(0, np.uint8)
+        return np.frombuffer((ctypes.c_char * self.size).from_address(self.pointer), np.uint8)
+
+    def run(self, function, flags, values):
+        """Apply an HDF5 filter function in place; False if it declined (or failed)."""
+        pointer = ctypes.c_void_p(self.pointer)
+        capacity = ctypes.c_size_t(max(self.size, 1))
+        parameters = (ctypes.c_uint * len(values))(*values)
+        written = function(flags, len(values), parameters, self.size, ctypes.byref(capacity), ctypes.byref(pointer))
+        self.pointer = pointer.value  # the filter may have freed ours and handed back its own
         # a filter's output fits its buffer; more is an error code passed on as a size (Zstd's on damaged input)
-        return ctypes.string_at(pointer.value, written) if 0 < written <= min(buffer_size.value, 2**48) else None
-    finally:
-        _LIBC.free(pointer.value)
+        if 0 < written <= min(capacity.value, 2**48):
+            self.size = written
+            return True
+        return False
+
+    def take(self):
+        """The bytes as a Python object; the memory is freed."""
+        try:
+            return ctypes.string_at(self.pointer, self.size)
+        finally:
+            self.free()
+
+    def free(self):
+        """Release the memory (idempotent)."""
+        if self.pointer:
+            _LIBC.free(self.pointer)
+            self.pointer = None
 
 
 _BLOSC2 = []
@@ -113,7 +149,7 @@ def _blosc2_shuffles():
             try:
                 import hdf5plugin
 
-                library = ctypes.CDLL(os.path.join(hdf5plugin.PLUGIN_PATH, "libh5blosc2.so"))
+                library = ctypes.PyDLL(os.path.join(hdf5plugin.PLUGIN_PATH, "libh5blosc2.so"))
                 functions = (library.blosc2_shuffle, library.blosc2_unshuffle)
                 for function in functions:
                     function.argtypes = [ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p]
@@ -124,33 +160,30 @@ def _blosc2_shuffles():
         return _BLOSC2[0]
 
 
-def _byte_transpose(data, size, reverse):
-    source = np.frombuffer(data, np.uint8)
-    if size <= 1 or source.size < size:
-        return data
+def _byte_transpose(source, size, reverse, out):
+    """HDF5's byte shuffle (or its reverse) of the uint8 array *source* into the uint8 array *out*."""
     functions = _blosc2_shuffles()
-    if functions is None or source.size >= 2**31:
+    if size > 1 and functions is not None and 0 < source.size < 2**31:
+        functions[1 if reverse else 0](size, source.size, source.ctypes.data, out.ctypes.data)
+        return out
+    whole = source.size - source.size % size if size > 1 else 0
+    if whole:
         shape = (size, -1) if reverse else (-1, size)
-        return source.reshape(shape).T.tobytes() if source.size % size == 0 else _numpy_transpose(source, size, reverse)
-    out = np.empty_like(source)
-    functions[1 if reverse else 0](size, source.size, source.ctypes.data, out.ctypes.data)
+        out[:whole] = source[:whole].reshape(shape).T.ravel()
+    out[whole:] = source[whole:]
     return out
 
 
-def _numpy_transpose(source, size, reverse):
-    whole = source.size - source.size % size
-    shape = (size, -1) if reverse else (-1, size)
-    return source[:whole].reshape(shape).T.tobytes() + source[whole:].tobytes()
-
-
 def _shuffle(data, size):
-    """HDF5's byte shuffle of *data* for elements of *size* bytes."""
-    return _byte_transpose(data, size, reverse=False)
+    """HDF5's byte shuffle of *data* for elements of *size* bytes (a uint8 array)."""
+    source = np.frombuffer(data, np.uint8)
+    return _byte_transpose(source, size, False, np.empty_like(source))
 
 
 def _unshuffle(data, size):
     """The reverse of :func:`_shuffle`."""
-    return _byte_transpose(data, size, reverse=True)
+    source = np.frombuffer(data, np.uint8)
+    return _byte_transpose(source, size, True, np.empty_like(source))
 
 
 class FilterPipeline:
@@ -192,55 +225,97 @@ class FilterPipeline:
         return self.filters, self.itemsize
 
     def encode(self, chunk):
-        """Stored bytes (a bytes-like object) of *chunk* and HDF5's filter mask (bit i set: filter i skipped).
+        """Stored bytes of *chunk* and HDF5's filter mask (bit i set: filter i skipped).
 
         Parameters
         ----------
         chunk : numpy.ndarray
-            C-contiguous data of the chunk's full shape (pad a dataset's last, partial chunk).
+            Data of the chunk's full shape (pad a dataset's last, partial chunk).
 
         Raises
         ------
         RuntimeError
             If a mandatory filter fails (HDF5 would fail the write).
         """
-        data = memoryview(np.ascontiguousarray(chunk)).cast("B")
-        mask = 0
-        for number, (code, flags, values) in enumerate(self.filters):
-            if code == SHUFFLE:
-                data = _shuffle(data, values[0] if values else self.itemsize)
-            elif code == DEFLATE:
-                data = zlib.compress(data, values[0] if values else 6)
-            else:
-                out = _run_plugin(self.functions[code], flags & ~FLAG_REVERSE, values, data)
-                if out is None:
-                    if not flags & FLAG_OPTIONAL:
-                        raise RuntimeError(f"HDF5 filter {code} failed to compress a chunk")
-                    mask |= 1 << number
-                    continue
-                data = out
-        return data, mask
+        data = np.ascontiguousarray(chunk).reshape(-1).view(np.uint8)
+        buffer, mask = None, 0  # the bytes live in *buffer* (malloc'd) once a filter ran, else in *data*
+        try:
+            for number, (code, flags, values) in enumerate(self.filters):
+                current = buffer.view() if buffer is not None else np.frombuffer(data, np.uint8)
+                if code == SHUFFLE:
+                    shuffled = _Buffer(current.size)
+                    _byte_transpose(current, values[0] if values else self.itemsize, False, shuffled.view())
+                    buffer, previous = shuffled, buffer
+                    if previous is not None:
+                        previous.free()
+                elif code == DEFLATE:
+                    data = zlib.compress(current, values[0] if values else 6)
+                    if buffer is not None:
+                        buffer.free()
+                        buffer = None
+                else:
+                    if buffer is None:
+                        buffer = _Buffer.copy_of(data)
+                    if not buffer.run(self.functions[code], flags & ~FLAG_REVERSE, values):
+                        if not flags & FLAG_OPTIONAL:
+                            raise RuntimeError(f"HDF5 filter {code} failed to compress a chunk")
+                        mask |= 1 << number
+            return (buffer.take() if buffer is not None else bytes(data)), mask
+        finally:
+            if buffer is not None:
+                buffer.free()
 
-    def decode(self, stored, mask=0):
-        """The chunk's raw bytes (a bytes-like object) from its *stored* bytes and filter *mask* (the reverse of :meth:`encode`)."""
-        data = stored
-        for number in reversed(range(len(self.filters))):
-            code, flags, values = self.filters[number]
-            if mask & (1 << number):
-                continue
-            if code == SHUFFLE:
-                data = _unshuffle(data, values[0] if values else self.itemsize)
-            elif code == DEFLATE:
-                try:
-                    data = zlib.decompress(data)
-                except zlib.error as error:
-                    raise RuntimeError(f"deflate: {error}") from None
-            else:
-                out = _run_plugin(self.functions[code], flags | FLAG_REVERSE, values, data)
-                if out is None:
-                    raise RuntimeError(f"HDF5 filter {code} failed to decompress a chunk")
-                data = out
-        return data
+    def decode(self, stored, mask=0, out=None):
+        """The chunk's bytes (a uint8 array) from its *stored* bytes and filter *mask*.
+
+        Parameters
+        ----------
+        stored : bytes-like
+        mask : int
+        out : numpy.ndarray of uint8, optional
+            Where to put the bytes when it has their size (a reused scratch array).
+
+        Raises
+        ------
+        RuntimeError
+            If a filter fails on the bytes (a damaged chunk).
+        """
+        data, buffer = stored, None
+        try:
+            for number in reversed(range(len(self.filters))):
+                code, flags, values = self.filters[number]
+                if mask & (1 << number):
+                    continue
+                current = buffer.view() if buffer is not None else np.frombuffer(data, np.uint8)
+                if code == SHUFFLE:
+                    target = out if out is not None and out.size == current.size else np.empty_like(current)
+                    data = _byte_transpose(current, values[0] if values else self.itemsize, True, target)
+                    if buffer is not None:
+                        buffer.free()
+                        buffer = None
+                elif code == DEFLATE:
+                    try:
+                        data = zlib.decompress(current)
+                    except zlib.error as error:
+                        raise RuntimeError(f"deflate: {error}") from None
+                    if buffer is not None:
+                        buffer.free()
+                        buffer = None
+                else:
+                    if buffer is None:
+                        buffer = _Buffer.copy_of(data)
+                    if not buffer.run(self.functions[code], flags | FLAG_REVERSE, values):
+                        raise RuntimeError(f"HDF5 filter {code} failed to decompress a chunk")
+            if buffer is not None:
+                data = buffer.view()
+            result = np.frombuffer(data, np.uint8)
+            if out is not None and out.size == result.size and not np.shares_memory(out, result):
+                out[...] = result
+                return out
+            return result.copy() if buffer is not None else result
+        finally:
+            if buffer is not None:
+                buffer.free()
 
 
 def supported_pipeline(dataset):
@@ -317,14 +392,20 @@ class ChunkReader:
                 raise error
 
 
+_SCRATCH = threading.local()
+
+
 def _decode_rows(pipeline, stored, mask, dtype, shape, first, last, span, out):
-    """Decode one chunk and copy its rows ``first:last`` and atoms *span* into *out*."""
+    """Decode one chunk (into this thread's reused scratch array) and copy its rows
+    ``first:last`` and atoms *span* into *out*."""
+    size = int(np.prod(shape)) * dtype.itemsize
+    scratch = getattr(_SCRATCH, "array", None)
+    if scratch is None or scratch.size != size:
+        scratch = _SCRATCH.array = np.empty(size, np.uint8)
     try:
-        data = pipeline.decode(stored, mask)
+        data = pipeline.decode(stored, mask, out=scratch)
     except RuntimeError as error:
         raise OSError(f"cannot decompress a chunk ({error})") from None
-    values = np.frombuffer(data, dtype)
-    if values.size != np.prod(shape):
-        raise OSError(f"a chunk decompresses to {values.nbytes} bytes, not the {np.prod(shape) * dtype.itemsize} "
-                      "of its shape")
-    out[...] = values.reshape(shape)[first:last, span[0]:span[1]]
+    if data.size != size:
+        raise OSError(f"a chunk decompresses to {data.size} bytes, not the {size} of its shape")
+    out[...] = data.view(dtype).reshape(shape)[first:last, span[0]:span[1]]

@@ -16,9 +16,24 @@ import numpy as np
 
 from .chunkcodec import FilterPipeline
 from .errors import OutputError
+from .mpi import threads_per_rank
 
 #: Fields written as rows, not chunks: the box, and the element groups' step and time.
 _SERIES = ("edges", "step", "time")
+
+
+def encoding_threads(comm, asked=None):
+    """Threads that compress chunks, or None to leave the filters to HDF5.
+
+    *asked* (``--threads``) is used as given. By default one of the cores this process may
+    use decodes frames and the others compress; with fewer than two to spare, HDF5's own
+    filters inside ``H5Dwrite`` do as well (on 2 cores they overlap the decoding thread just
+    the same: docs/performance.md).
+    """
+    if asked is not None:
+        return max(1, int(asked))
+    spare = threads_per_rank(comm) - 1
+    return spare if spare >= 2 else None
 
 
 class DirectChunkWriter:

@@ -20,11 +20,10 @@ from .formats import check_trajectory, load_decoders, scan
 from .frametimes import check_one_selection, describe_frames, select_trajectory_frames
 from .atomselect import resolve_atoms
 from .chunkcodec import UnsupportedPipeline
-from .chunkwriter import DirectChunkWriter
+from .chunkwriter import DirectChunkWriter, encoding_threads
 from .layout import Layout
 from .mpi import (
     is_parallel,
-    threads_per_rank,
     abort_unless_collective,
     agree,
     capture_errors,
@@ -285,7 +284,7 @@ def write_h5md_file(path, plan, *, comm, bar, block_bytes=DEFAULT_BLOCK_BYTES, a
     Every rank of *comm* writes its balanced share with collective HDF5 calls; pass a
     :class:`~h5mdtool.mpi.SerialComm` to write a whole file from one process (as split does
     for its parts). One process compresses the chunks of a filtered layout in *threads*
-    threads (default: :func:`~h5mdtool.mpi.threads_per_rank`; :mod:`.chunkwriter`). On
+    threads (None: HDF5's filters; :mod:`.chunkwriter`). On
     failure the file is closed and removed, and the error re-raised (or the job aborted when
     only this rank failed). Messages name *label* (the final output) instead of the
     temporary *path*.
@@ -296,9 +295,9 @@ def write_h5md_file(path, plan, *, comm, bar, block_bytes=DEFAULT_BLOCK_BYTES, a
     h5file = writer = None
     try:
         h5file, writer = _create(path, plan, comm, label, author)
-        if direct_chunk_writes(plan.layout, comm):
+        if threads and direct_chunk_writes(plan.layout, comm):
             try:
-                writer = DirectChunkWriter(writer, threads_per_rank(comm) if threads is None else threads)
+                writer = DirectChunkWriter(writer, threads)
             except UnsupportedPipeline:  # HDF5 runs the filters
                 pass
         with TrajectoryReader(plan.index, plan.atom_indices) as reader:
@@ -436,8 +435,9 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
         Memory for one block of frames (default 32 MiB); each rank holds two blocks.
     threads : int, optional
         Compressed layouts written by one process: threads that compress chunks (default:
-        the cores this process may use, :func:`~h5mdtool.mpi.threads_per_rank`). Under MPI
-        the ranks compress in parallel HDF5's collective writes.
+        :func:`~h5mdtool.chunkwriter.encoding_threads`, the cores this process may use but
+        one, when at least two; else HDF5's filters). Under MPI the ranks compress in
+        parallel HDF5's collective writes.
     author : str, optional
         Author name for ``/h5md/author`` (default: the user name).
     command : str, optional
@@ -483,7 +483,7 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
     plan.provenance["stripe_applied"] = root_call(
         comm, lfs_setstripe, plan.temporary, layout.stripe_count, layout.stripe_size
     )
-    threads = (threads or threads_per_rank(comm)) if direct_chunk_writes(layout, comm) else None
+    threads = encoding_threads(comm, threads) if direct_chunk_writes(layout, comm) else None
     plan.provenance["mpi_io_hints"] = layout.mpi_hints() if comm.size > 1 else {}
     plan.provenance["compression_threads"] = threads
     comm.Barrier()

@@ -29,8 +29,8 @@ from .errors import InputError, OutputError, UsageError
 from .interrupts import exclusive
 from .layout import Layout
 from .manifest import MANIFEST_KIND, MANIFEST_NAME, write_manifest
-from .mpi import (SerialComm, agree, balanced_slices, capture_errors, cleanup_on_abort, entry_point, root_call,
-                  threads_per_rank)
+from .chunkwriter import encoding_threads
+from .mpi import SerialComm, agree, balanced_slices, capture_errors, cleanup_on_abort, entry_point, root_call
 from .outputs import check_output_directory, hidden_directory_inside, preallocate, publish_into, remove_quietly
 from .progress import progress_bar
 from .provenance import base_record
@@ -442,7 +442,7 @@ def _part_clock(index, frames):
     }
 
 
-def _write_part(plan, number, threads=1):
+def _write_part(plan, number, threads=None):
     """Write part *number* into the temporary directory (compressing H5MD chunks in *threads*); return its size and clock."""
     frames = plan.part_frames(number)
     path = os.path.join(plan.temporary, plan.names[number])
@@ -624,7 +624,7 @@ def split(inputs, outdir, nparts, *, comm=None, format="same", start=None, stop=
         my_frames = sum(plan.parts[n][1] - plan.parts[n][0] for n in range(*mine))
         with progress_bar(my_frames, f"split (rank 0 of {comm.size})", comm, enabled=progress) as bar:
             with capture_errors() as failure:
-                threads = threads_per_rank(comm)
+                threads = encoding_threads(comm)
                 for number in range(*mine):
                     results[number] = _write_part(plan, number, threads)
                     delay("split-part", comm.rank)

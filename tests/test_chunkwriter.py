@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from h5mdtool import convert
 from h5mdtool.chunkcodec import FilterPipeline, UnsupportedPipeline
-from h5mdtool.mpi import threads_per_rank
+from h5mdtool.chunkwriter import encoding_threads
+from h5mdtool.mpi import SerialComm, threads_per_rank
 from h5mdtool.codecs import codec
 from h5mdtool.errors import OutputError
 
@@ -115,7 +116,8 @@ def test_convert_direct_chunks_equal_the_source(comm, shared_tmp, compression, n
         _trr(source, positions, velocities_every=2)
     comm.Barrier()
     output = os.path.join(shared_tmp, "out.h5md")
-    summary = convert(source, output, comm=comm, compression=compression, chunk_frames=chunk_frames, progress=False)
+    summary = convert(source, output, comm=comm, compression=compression, chunk_frames=chunk_frames, threads=2,
+                      progress=False)
     # one process compresses in threads; ranks compress in parallel HDF5's collective writes
     assert (summary["threads"] is None) == (comm.size > 1)
     comm.Barrier()
@@ -145,7 +147,7 @@ def test_convert_direct_chunks_on_the_precision_grid(comm, shared_tmp, n_frames,
         _trr(source, positions)
     comm.Barrier()
     output = os.path.join(shared_tmp, "out.h5md")
-    convert(source, output, comm=comm, precision=0.001, chunk_frames=chunk_frames, progress=False)
+    convert(source, output, comm=comm, precision=0.001, chunk_frames=chunk_frames, threads=2, progress=False)
     comm.Barrier()
     universe = mda.Universe(output)
     stored = np.stack([ts.positions.copy() for ts in universe.trajectory]) / 10
@@ -166,7 +168,7 @@ def test_a_failing_encoder_leaves_nothing_behind(tmp_path, monkeypatch):
 
     monkeypatch.setattr(chunkwriter, "_encode", refuse)
     with pytest.raises(OutputError, match="could not be compressed"):
-        convert(source, str(tmp_path / "out.h5md"), compression="zstd", chunk_frames=2, progress=False)
+        convert(source, str(tmp_path / "out.h5md"), compression="zstd", chunk_frames=2, threads=2, progress=False)
     assert os.listdir(tmp_path) == ["in.trr"]
 
 
@@ -184,8 +186,6 @@ def test_mandatory_filter_failure_is_an_error():
 
 def test_threads_per_rank_uses_the_cores_a_process_may_run_on(monkeypatch):
     """Serially, every core of the affinity mask; unbound ranks share the node's cores."""
-    from h5mdtool.mpi import SerialComm
-
     assert threads_per_rank(SerialComm()) == len(os.sched_getaffinity(0))
 
     class FourRanks:
@@ -280,3 +280,14 @@ def test_chunk_reader_reports_a_corrupt_chunk(tmp_path, compression):
         with pytest.raises(OSError, match="decompress"):
             reader.read(handle["x"], 0, 4, (0, 50), out)
     reader.close()
+
+
+@pytest.mark.parametrize("cores, asked, expected", [(1, None, None), (2, None, None), (3, None, 2), (16, None, 15),
+                                                    (2, 1, 1), (2, 4, 4)])
+def test_encoding_threads_leave_a_core_to_the_decoder(monkeypatch, cores, asked, expected):
+    """By default one core decodes and the others compress; with fewer than two to spare, HDF5's
+    filters do as well (measured on 2 cores: docs/performance.md). --threads is used as given."""
+    from h5mdtool import chunkwriter
+
+    monkeypatch.setattr(chunkwriter, "threads_per_rank", lambda comm: cores)
+    assert encoding_threads(SerialComm(), asked) == expected

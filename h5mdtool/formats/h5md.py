@@ -313,7 +313,9 @@ class H5MDFormat(Format):
             pick = None  # the selection is the whole span: no copy
         self.pick = pick
         self.buffers = {}
-        self.chunks = ChunkReader(threads_per_rank(comm))
+        threads = threads_per_rank(comm)
+        # one thread decodes as fast through HDF5's own filters
+        self.chunks = ChunkReader(threads) if threads > 1 else None
 
     def _buffer(self, dtype, count):
         """A reused (count, span, 3) array of *dtype*, grown as needed."""
@@ -328,7 +330,7 @@ class H5MDFormat(Format):
         first, last = self.span
         if len(rows) == 1 or np.all(np.diff(rows) == 1):
             values = self._buffer(dataset.dtype, len(rows))
-            self.chunks.read(dataset, int(rows[0]), int(rows[-1]) + 1, (first, last), values)
+            self._read(dataset, int(rows[0]), int(rows[-1]) + 1, (first, last), values)
         else:
             values = dataset[rows.tolist(), first:last]
         return values if self.pick is None else np.take(values, self.pick, axis=1)
@@ -346,7 +348,7 @@ class H5MDFormat(Format):
                 contiguous = count == 1 or np.all(np.diff(element_rows) == 1)
                 if (contiguous and self.pick is None and element["factor"] == 1.0
                         and dataset.dtype == target.dtype and self.span == (0, self.segment.n_atoms)):
-                    self.chunks.read(dataset, int(element_rows[0]), int(element_rows[-1]) + 1, self.span, target)
+                    self._read(dataset, int(element_rows[0]), int(element_rows[-1]) + 1, self.span, target)
                     continue
                 values = self._values(dataset, element_rows)
                 if element["factor"] == 1.0:
@@ -387,8 +389,16 @@ class H5MDFormat(Format):
             edges[mask] = _edges_matrix(np.asarray(values, np.float64) * box["factor"], box["path"])
         return edges
 
+    def _read(self, dataset, start, stop, span, out):
+        """``out[...] = dataset[start:stop, span[0]:span[1]]``, decompressed in threads when there are cores."""
+        if self.chunks is None:
+            dataset.read_direct(out, np.s_[start:stop, span[0]:span[1]])
+        else:
+            self.chunks.read(dataset, start, stop, span, out)
+
     def close(self):
-        self.chunks.close()
+        if self.chunks is not None:
+            self.chunks.close()
         self.handle.close()
 
 
