@@ -87,9 +87,9 @@ def bench(repeats, repeat, gzip_repeat):
             (f"{name}_2_ranks", f"h5mdtool convert {' '.join(options)}, 2 ranks (unbound)",
              convert_command(xtc, out, 2, *options)),
             (f"{name}_1_core", f"h5mdtool convert {' '.join(options)}, 1 rank on 1 core",
-             convert_command(xtc, out, *options, launcher=ONE_CORE)),
+             convert_command(xtc, out, None, *options, launcher=ONE_CORE)),
             (f"{name}_2_cores", f"h5mdtool convert {' '.join(options)}, 2 ranks, 1 core each",
-             convert_command(xtc, out, *options, launcher=mpirun_bound(2))),
+             convert_command(xtc, out, None, *options, launcher=mpirun_bound(2))),
         ], gzip_repeat, outputs=[out]))
     remove(out)
     remove(peer_out)

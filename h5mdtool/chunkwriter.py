@@ -1,4 +1,4 @@
-"""Writing filtered layouts from one process as whole chunks compressed in threads.
+"""Writing filtered layouts from one process as whole chunks compressed in threads (``--threads``).
 
 HDF5 1.10.8 runs a dataset's filters inside ``H5Dwrite``, one chunk after another, in the
 thread that writes. When one process writes the file (serial convert, split's H5MD parts)
@@ -16,24 +16,20 @@ import numpy as np
 
 from .chunkcodec import FilterPipeline
 from .errors import OutputError
-from .mpi import threads_per_rank
 
 #: Fields written as rows, not chunks: the box, and the element groups' step and time.
 _SERIES = ("edges", "step", "time")
 
 
-def encoding_threads(comm, asked=None):
-    """Threads that compress chunks, or None to leave the filters to HDF5.
+def encoding_threads(asked=None):
+    """Threads that compress chunks (``--threads``), or None to leave the filters to HDF5.
 
-    *asked* (``--threads``) is used as given. By default one of the cores this process may
-    use decodes frames and the others compress; with fewer than two to spare, HDF5's own
-    filters inside ``H5Dwrite`` do as well (on 2 cores they overlap the decoding thread just
-    the same: docs/performance.md).
+    Opt-in: on the 2-core development machine HDF5's filters, run inside ``H5Dwrite`` while
+    a thread decodes the next frames, were faster than h5mdtool's threads (each chunk hands
+    the GIL back and forth with the decoding thread: docs/performance.md); whether more
+    cores turn that around was not measured.
     """
-    if asked is not None:
-        return max(1, int(asked))
-    spare = threads_per_rank(comm) - 1
-    return spare if spare >= 2 else None
+    return None if asked is None else max(1, int(asked))
 
 
 class DirectChunkWriter:

@@ -434,10 +434,9 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
     block_bytes : int
         Memory for one block of frames (default 32 MiB); each rank holds two blocks.
     threads : int, optional
-        Compressed layouts written by one process: threads that compress chunks (default:
-        :func:`~h5mdtool.chunkwriter.encoding_threads`, the cores this process may use but
-        one, when at least two; else HDF5's filters). Under MPI the ranks compress in
-        parallel HDF5's collective writes.
+        Compressed layouts written by one process: threads that compress chunks outside
+        HDF5 (:mod:`~h5mdtool.chunkwriter`). Default: HDF5's own filters, faster on the
+        machines measured. Under MPI the ranks compress in parallel HDF5's collective writes.
     author : str, optional
         Author name for ``/h5md/author`` (default: the user name).
     command : str, optional
@@ -483,7 +482,7 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
     plan.provenance["stripe_applied"] = root_call(
         comm, lfs_setstripe, plan.temporary, layout.stripe_count, layout.stripe_size
     )
-    threads = encoding_threads(comm, threads) if direct_chunk_writes(layout, comm) else None
+    threads = encoding_threads(threads) if direct_chunk_writes(layout, comm) else None
     plan.provenance["mpi_io_hints"] = layout.mpi_hints() if comm.size > 1 else {}
     plan.provenance["compression_threads"] = threads
     comm.Barrier()

@@ -29,7 +29,6 @@ from .errors import InputError, OutputError, UsageError
 from .interrupts import exclusive
 from .layout import Layout
 from .manifest import MANIFEST_KIND, MANIFEST_NAME, write_manifest
-from .chunkwriter import encoding_threads
 from .mpi import SerialComm, agree, balanced_slices, capture_errors, cleanup_on_abort, entry_point, root_call
 from .outputs import check_output_directory, hidden_directory_inside, preallocate, publish_into, remove_quietly
 from .progress import progress_bar
@@ -405,7 +404,7 @@ def _write_xdr_part(path, plan, frames):
                 _copy_range(source, target, begin, end)
 
 
-def _write_h5md_part(path, plan, number, threads):
+def _write_h5md_part(path, plan, number):
     start, stop = plan.parts[number]
     frames = plan.part_frames(number)
     groups = plan.index.element_groups(frames, plan.fields)
@@ -414,7 +413,7 @@ def _write_h5md_part(path, plan, number, threads):
         index=plan.index, layout=plan.layout, frames=frames, atom_indices=plan.atom_indices,
         groups=groups, temporary=path, output=path, provenance=record,
     )
-    write_h5md_file(path, part_plan, comm=SerialComm(), bar=_Silent(), threads=threads)
+    write_h5md_file(path, part_plan, comm=SerialComm(), bar=_Silent())
     segments = plan.index.segments
     if len(segments) == 1 and segments[0].format == "H5MD":
         from .relayout import carry_over
@@ -442,13 +441,13 @@ def _part_clock(index, frames):
     }
 
 
-def _write_part(plan, number, threads=None):
-    """Write part *number* into the temporary directory (compressing H5MD chunks in *threads*); return its size and clock."""
+def _write_part(plan, number):
+    """Write part *number* into the temporary directory; return its size and clock."""
     frames = plan.part_frames(number)
     path = os.path.join(plan.temporary, plan.names[number])
     try:
         if plan.part_format == "H5MD":
-            _write_h5md_part(path, plan, number, threads)
+            _write_h5md_part(path, plan, number)
         elif plan.part_format == "DCD":
             _write_dcd_part(path, plan, frames)
         else:
@@ -624,9 +623,8 @@ def split(inputs, outdir, nparts, *, comm=None, format="same", start=None, stop=
         my_frames = sum(plan.parts[n][1] - plan.parts[n][0] for n in range(*mine))
         with progress_bar(my_frames, f"split (rank 0 of {comm.size})", comm, enabled=progress) as bar:
             with capture_errors() as failure:
-                threads = encoding_threads(comm)
                 for number in range(*mine):
-                    results[number] = _write_part(plan, number, threads)
+                    results[number] = _write_part(plan, number)
                     delay("split-part", comm.rank)
                     bar.update(plan.parts[number][1] - plan.parts[number][0])
             agree(comm, failure[0])
