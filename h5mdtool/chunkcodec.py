@@ -133,6 +133,13 @@ class _Buffer:
             self.pointer = None
 
 
+def _release(buffer):
+    """Free *buffer* if there is one; None (to assign back)."""
+    if buffer is not None:
+        buffer.free()
+    return None
+
+
 _BLOSC2 = []
 
 
@@ -245,14 +252,11 @@ class FilterPipeline:
                 if code == SHUFFLE:
                     shuffled = _Buffer(current.size)
                     _byte_transpose(current, values[0] if values else self.itemsize, False, shuffled.view())
-                    buffer, previous = shuffled, buffer
-                    if previous is not None:
-                        previous.free()
+                    _release(buffer)
+                    buffer = shuffled
                 elif code == DEFLATE:
                     data = zlib.compress(current, values[0] if values else 6)
-                    if buffer is not None:
-                        buffer.free()
-                        buffer = None
+                    buffer = _release(buffer)
                 else:
                     if buffer is None:
                         buffer = _Buffer.copy_of(data)
@@ -262,8 +266,7 @@ class FilterPipeline:
                         mask |= 1 << number
             return (buffer.take() if buffer is not None else bytes(data)), mask
         finally:
-            if buffer is not None:
-                buffer.free()
+            _release(buffer)
 
     def decode(self, stored, mask=0, out=None):
         """The chunk's bytes (a uint8 array) from its *stored* bytes and filter *mask*.
@@ -290,17 +293,13 @@ class FilterPipeline:
                 if code == SHUFFLE:
                     target = out if out is not None and out.size == current.size else np.empty_like(current)
                     data = _byte_transpose(current, values[0] if values else self.itemsize, True, target)
-                    if buffer is not None:
-                        buffer.free()
-                        buffer = None
+                    buffer = _release(buffer)
                 elif code == DEFLATE:
                     try:
                         data = zlib.decompress(current)
                     except zlib.error as error:
                         raise RuntimeError(f"deflate: {error}") from None
-                    if buffer is not None:
-                        buffer.free()
-                        buffer = None
+                    buffer = _release(buffer)
                 else:
                     if buffer is None:
                         buffer = _Buffer.copy_of(data)
@@ -314,8 +313,7 @@ class FilterPipeline:
                 return out
             return result.copy() if buffer is not None else result
         finally:
-            if buffer is not None:
-                buffer.free()
+            _release(buffer)
 
 
 def supported_pipeline(dataset):
