@@ -1,18 +1,19 @@
 """A dataset's HDF5 filter pipeline, applied to whole chunks outside HDF5.
 
-convert compresses the chunks of filtered datasets in its own threads and stores them
-with HDF5's direct chunk write (:mod:`.chunkwriter`): HDF5 1.10.8 runs filters inside
-``H5Dwrite``, one chunk after another, and in parallel inside the collective call. The
-pipeline and its parameters are read from the dataset itself, after HDF5's ``set_local``
-callbacks filled them in, so a chunk encoded here decodes with HDF5's own filters in any
-reader:
+HDF5 1.10.8 runs a dataset's filters inside ``H5Dread``/``H5Dwrite``, one chunk after
+another in the calling thread. h5mdtool's H5MD reader decompresses chunks in threads
+(:class:`ChunkReader`), and ``convert --threads`` compresses them in threads and stores them
+with HDF5's direct chunk write (:mod:`.chunkwriter`). The pipeline and its parameters are
+read from the dataset itself, after HDF5's ``set_local`` callbacks filled them in, so a
+chunk encoded here decodes with HDF5's own filters in any reader, and the reverse:
 
-- shuffle (built in): a byte transpose in numpy;
-- deflate (built in): a zlib stream (``zlib.compress``, what HDF5's filter writes);
+- shuffle (built in): c-blosc2's SIMD byte shuffle from hdf5plugin's Blosc2 library (the
+  same byte order), numpy without it;
+- deflate (built in): a zlib stream (``zlib``, what HDF5's filter writes);
 - hdf5plugin's filters (Zstd, Bitshuffle/LZ4, Blosc2, ...): the plugin library's own
-  filter function, called through ctypes.
+  filter function, called through ctypes on a malloc'd buffer it may replace.
 
-zlib and ctypes release the GIL, so threads encode chunks in parallel.
+The filter functions and zlib release the GIL, so threads code chunks in parallel.
 """
 
 import ctypes
@@ -213,11 +214,11 @@ class FilterPipeline:
     def __init__(self, filters, itemsize):
         self.filters = [(int(code), int(flags), tuple(int(v) for v in values)) for code, flags, values in filters]
         self.itemsize = int(itemsize)
+        for code, _, _ in self.filters:
+            if code < 256 and code not in (SHUFFLE, DEFLATE):  # scale-offset, nbit, fletcher32, szip
+                raise UnsupportedPipeline(f"HDF5 filter {code}")
         self.functions = {code: _plugin_function(code) for code, _, _ in self.filters
                           if code not in (SHUFFLE, DEFLATE)}
-        for code in self.functions:
-            if code < 256:  # HDF5's other built-in filters (scale-offset, nbit, fletcher32)
-                raise UnsupportedPipeline(f"HDF5 filter {code}")
         self.thread_safe = not any(code in NOT_THREAD_SAFE for code, _, _ in self.filters)
 
     @classmethod
@@ -226,10 +227,6 @@ class FilterPipeline:
         plist = dataset.id.get_create_plist()
         filters = [plist.get_filter(i)[:3] for i in range(plist.get_nfilters())]
         return cls(filters, dataset.dtype.itemsize)
-
-    def describe(self):
-        """The pipeline as plain values (to broadcast it: ``FilterPipeline(*pipeline.describe())``)."""
-        return self.filters, self.itemsize
 
     def encode(self, chunk):
         """Stored bytes of *chunk* and HDF5's filter mask (bit i set: filter i skipped).

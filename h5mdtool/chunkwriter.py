@@ -1,11 +1,12 @@
 """Writing filtered layouts from one process as whole chunks compressed in threads (``--threads``).
 
 HDF5 1.10.8 runs a dataset's filters inside ``H5Dwrite``, one chunk after another, in the
-thread that writes. When one process writes the file (serial convert, split's H5MD parts)
-convert instead encodes the chunks of per-atom datasets itself (:mod:`.chunkcodec`: the
-dataset's own filters, read back by any HDF5 reader) in a pool of threads while the next
-block of frames is being decoded, and stores them with HDF5's direct chunk write
-(``H5Dwrite_chunk``). Under MPI the ranks keep writing filtered datasets collectively
+thread that writes. With ``--threads N``, when one process writes the file, convert instead
+encodes the chunks of per-atom datasets itself (:mod:`.chunkcodec`: the dataset's own
+filters, read back by any HDF5 reader) in a pool of threads while the next block of frames
+is being decoded, and stores them with HDF5's direct chunk write (``H5Dwrite_chunk``). It
+is opt-in: on the 2-core machine measured, HDF5's filters were faster (docs/performance.md).
+Under MPI the ranks keep writing filtered datasets collectively
 through parallel HDF5 (DESIGN.md section 4): direct chunk writes by several ranks into one
 file opened with MPI-IO hang in the collective close (HDF5 1.10.8; docs/performance.md).
 """
