@@ -395,6 +395,8 @@ def convert_options(draw, segments, names):
         options["forces"] = False
     if draw(st.integers(0, 3)) == 0:
         options["block_bytes"] = draw(st.sampled_from((1, 4096, 65536)))
+    if draw(st.integers(0, 3)) == 0:
+        options["threads"] = draw(st.integers(1, 3))  # compression in h5mdtool's threads (one process)
     return options
 
 
