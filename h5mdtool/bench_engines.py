@@ -110,9 +110,10 @@ class BlocksEngine:
             clock.charge("t_compute")
 
 
-# Below this fraction of the reference fit group's radius of gyration, or NaN, QCP's RMSD
-# and rotation are recomputed (see FramesEngine._svd_fit): its eigenvalue near a double root
-# is resolved to about 1e-8 of the group's squared size, 1e-4 of its size in RMSD
+# Below this fraction of the reference fit group's radius of gyration, above the RMSD
+# without rotation, or NaN, QCP's RMSD and rotation are recomputed (see FramesEngine._svd_fit):
+# its eigenvalue near a double root is resolved to about 1e-8 of the group's squared size,
+# 1e-4 of its size in RMSD
 UNRESOLVED_RELATIVE = 1e-3
 
 
@@ -142,7 +143,7 @@ class FramesEngine:
             mobile = mobile - centre
             out[0] = self.qcp(self.reference, mobile, len(mobile), rotation, self.weights)
             matrix = None if rotation is None else rotation.reshape(3, 3)
-            if not out[0] >= self.unresolved_below:
+            if not self.unresolved_below <= out[0] <= self._unrotated(mobile):
                 out[0], matrix = self._svd_fit(mobile)
             if rotation is None:
                 continue
@@ -153,14 +154,25 @@ class FramesEngine:
                                    center=False, superposition=False)
         return out
 
+    def _unrotated(self, mobile):
+        """RMSD (A) of the centred *mobile* to the reference without rotation, a bound the best
+        superposition cannot exceed (with a margin for rounding).
+
+        For a collinear fit group QCP's Newton iteration can also land on the key matrix's
+        smallest eigenvalue: MDAnalysis then reports twice the group's size (101.8 A for a
+        frame against itself, two atoms 100 A apart; make fuzz case 1253).
+        """
+        squared = np.average(np.sum((mobile - self.reference) ** 2, axis=1), weights=self.weights)
+        return np.sqrt(squared) * (1 + 1e-6) + 1e-9
+
     def _svd_fit(self, mobile):
         """RMSD (A) and rotation of the centred *mobile* by the blocks engine's SVD kernel.
 
         QCP takes the RMSD from the largest eigenvalue of its key matrix; for a frame at or
         near the reference, and for a collinear (two-atom) fit group, that eigenvalue is a
         near-double root its Newton iteration does not resolve: MDAnalysis reports 2e-3 A
-        (AdK, two C-alpha atoms) or 0.5 A (two atoms 6000 A apart) where the RMSD is 0, or
-        NaN with a NaN rotation.
+        (AdK, two C-alpha atoms) or 0.5 A (two atoms 6000 A apart) where the RMSD is 0, NaN
+        with a NaN rotation, or the smallest root's RMSD (see :meth:`_unrotated`).
         """
         values, _, rotation = fit_rmsd(mobile[None], self.reference, self.weights, rotations=True)
         return float(values[0]), rotation[0]

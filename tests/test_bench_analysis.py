@@ -487,3 +487,28 @@ def test_rmsd_outputs_in_units(tmp_path, adk, suffix):
         table = np.column_stack([reference[:, 0], rows])
     np.testing.assert_allclose(table[:, 1], reference[:, 1] / 1000, rtol=1e-6)
     assert np.abs(table[:, 2:] - reference[:, 2:] / 10).max() < 1e-5
+
+
+def test_bench_frames_engine_qcp_smallest_root():
+    # make fuzz case 1253: two C-alpha atoms 100 A apart, where MDAnalysis's QCP lands on the
+    # key matrix's smallest eigenvalue and reports 101.8 A for the reference frame itself.
+    # Both engines give the optimal superposition's RMSD (SVD/Kabsch, computed here in float64).
+    data = os.path.join(os.path.dirname(__file__), "differential", "data")
+    trz, pdb = (os.path.join(data, "bench-qcp-smallest-root." + ext) for ext in ("trz", "pdb"))
+    reference = mdanalysis_rmsd(pdb, trz, select="name CA")
+    assert reference[0, 2] > 100  # MDAnalysis's own value
+    import MDAnalysis as mda
+
+    universe = mda.Universe(pdb, trz)
+    atoms = universe.select_atoms("name CA")
+    frames = [atoms.positions.astype(np.float64) for _ in universe.trajectory]
+    expected = []
+    for frame in frames:
+        a, b = frame - frame.mean(axis=0), frames[0] - frames[0].mean(axis=0)
+        u, _, vt = np.linalg.svd(a.T @ b)
+        d = np.sign(np.linalg.det(u @ vt)) or 1.0
+        rotation = u @ np.diag([1.0, 1.0, d]) @ vt
+        expected.append(np.sqrt(max(0.0, ((a @ rotation - b) ** 2).sum()) / len(a)))
+    for engine in ("blocks", "frames"):
+        rmsd = bench_rmsd(trz, pdb, select="name CA", engine=engine)["rmsd"]
+        np.testing.assert_allclose(rmsd[:, 2], expected, atol=1e-3, err_msg=engine)
