@@ -199,8 +199,9 @@ def _check_parts_hold_positions(index, frames, parts, names):
     bench rmsd) can open; XTC/TRR/DCD parts (``--format same``) copy frames as they are.
     """
     present = index.fields.get("positions")
-    if present is None:
-        return
+    if present is None:  # no frame of the source has positions
+        raise InputError("no frame of the trajectory has positions (the source saves velocities or forces without "
+                         "them): H5MD parts need positions; use --format same")
     for name, (start, stop) in zip(names, parts):
         if not present[frames[start:stop]].any():
             raise InputError(

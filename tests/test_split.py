@@ -225,3 +225,23 @@ def test_h5md_part_without_positions_is_refused(tmp_path):
     for directory in ("same", "pairs"):
         report = validate(str(tmp_path / directory / "manifest.json"))
         assert report.errors == 0 and report.exit_code == 0, directory
+
+
+def test_h5md_parts_of_a_trajectory_without_positions_are_refused(tmp_path):
+    """make fuzz case 1808: a TRR none of whose frames has positions (velocities alone), split
+    into H5MD parts, crashed with KeyError: 'positions' (the check above looked for frames
+    without positions only when some frame had them). Refused in one line; convert already was."""
+    from MDAnalysis.lib.formats.libmdaxdr import TRRFile
+
+    path = str(tmp_path / "velocities.trr")
+    v = np.ones((4, 3), np.float32)
+    with TRRFile(path, "w") as handle:
+        for number in range(2):
+            handle.write(None, v * number, None, np.diag([5.0, 5.0, 5.0]).astype(np.float32), number, float(number),
+                         0.0, 4)
+    for options in ({}, {"dt": 2.0}):
+        with pytest.raises(InputError, match="no frame of the trajectory has positions"):
+            split(path, str(tmp_path / "parts"), 1, format="h5md", progress=False, **options)
+        assert not os.path.exists(tmp_path / "parts")
+    done = CliRunner().invoke(cli, ["split", path, "-o", str(tmp_path / "cli"), "--nparts", "1", "--format", "h5md"])
+    assert done.exit_code == 1 and done.output.count("error:") == 1 and "Traceback" not in done.output
