@@ -280,8 +280,10 @@ def open_source(info, atom_indices, block_frames, comm, engine, topology):
     """
     if engine == "frames":
         relative = os.path.dirname(info.manifest.path) if info.manifest is not None else None
+        # times from the scan, as the blocks engine reports them (a split's parts are scanned apart)
+        times = position_times(info.index) if info.kind != "split" else None
         return MDAnalysisFrames(info.pieces(), topology, atom_indices, comm, info.n_atoms,
-                                h5md_group=info.h5md_group, relative_to=relative)
+                                h5md_group=info.h5md_group, relative_to=relative, times=times)
     if info.kind == "split":
         return ManifestFrames(info.manifest, atom_indices, block_frames, info.h5md_group)
     return TrajectoryFrames(info.index, atom_indices, block_frames, comm)

@@ -253,13 +253,18 @@ class MDAnalysisFrames:
     h5md_group : str, optional
     relative_to : str, optional
         Directory the ``opened`` paths are given relative to (a manifest's).
+    times : array of float, optional
+        Time (ps) of each frame from h5mdtool's scan, reported instead of MDAnalysis's
+        ``ts.time``: MDAnalysis 2.11 converts an H5MD time in fs to ps in float32 (250000 fs
+        became 250.000015 ps; make fuzz cases 2535-2539).
     """
 
     scale = 1.0
     chunk_frames = 1
 
-    def __init__(self, pieces, topology, atom_indices, comm, n_atoms, h5md_group=None, relative_to=None):
+    def __init__(self, pieces, topology, atom_indices, comm, n_atoms, h5md_group=None, relative_to=None, times=None):
         self.pieces, self.topology, self.comm = pieces, topology, comm
+        self.times = times
         self.atom_indices = np.asarray(atom_indices, np.int64)
         self.h5md_group, self.relative_to = h5md_group, relative_to
         self.n_frames, self.n_atoms = pieces[-1].stop, n_atoms
@@ -317,7 +322,7 @@ class MDAnalysisFrames:
         universe = self.universes.get(piece_number) or self._open(piece_number)
         piece = self.pieces[piece_number]
         ts = universe.trajectory[number - piece.start + piece.skip]
-        return universe.h5mdtool_atoms.positions, ts.time
+        return universe.h5mdtool_atoms.positions, ts.time if self.times is None else self.times[number]
 
     def read(self, start, stop):
         positions, times = zip(*(self.frame(i) for i in range(start, stop)))

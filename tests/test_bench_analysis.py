@@ -512,3 +512,20 @@ def test_bench_frames_engine_qcp_smallest_root():
     for engine in ("blocks", "frames"):
         rmsd = bench_rmsd(trz, pdb, select="name CA", engine=engine)["rmsd"]
         np.testing.assert_allclose(rmsd[:, 2], expected, atol=1e-3, err_msg=engine)
+
+
+def test_bench_frames_engine_reports_the_scanned_times():
+    # make fuzz cases 2535-2539: an H5MD file (MDAnalysis's H5MDWriter) with time in fs; the
+    # frames engine reported MDAnalysis's ts.time, converted to ps in float32 (250.000015 ps
+    # for 250000 fs). Both engines now report the times of h5mdtool's scan, in float64.
+    import h5py
+
+    data = os.path.join(os.path.dirname(__file__), "differential", "data")
+    h5md, pdb = (os.path.join(data, "bench-time-fs." + ext) for ext in ("h5md", "pdb"))
+    with h5py.File(h5md, "r") as handle:
+        time = handle["particles/trajectory/position/time"]
+        assert time.attrs["unit"] in ("fs", b"fs")
+        expected = np.asarray(time[()], np.float64) / 1000.0
+    for engine in ("blocks", "frames"):
+        result = bench_rmsd(h5md, pdb, select="index 0:4", engine=engine)["rmsd"]
+        np.testing.assert_allclose(result[:, 1], expected, rtol=1e-12, err_msg=engine)
