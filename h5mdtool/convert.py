@@ -23,13 +23,13 @@ from .chunkcodec import UnsupportedPipeline
 from .chunkwriter import DirectChunkWriter, encoding_threads
 from .layout import Layout
 from .mpi import (
-    is_parallel,
     abort_unless_collective,
     agree,
     capture_errors,
     chunk_aligned_slices,
     cleanup_on_abort,
     entry_point,
+    is_parallel,
     open_h5,
     require_parallel_h5py,
     root_call,
@@ -284,10 +284,9 @@ def write_h5md_file(path, plan, *, comm, bar, block_bytes=DEFAULT_BLOCK_BYTES, a
     Every rank of *comm* writes its balanced share with collective HDF5 calls; pass a
     :class:`~h5mdtool.mpi.SerialComm` to write a whole file from one process (as split does
     for its parts). One process compresses the chunks of a filtered layout in *threads*
-    threads (None: HDF5's filters; :mod:`.chunkwriter`). On
-    failure the file is closed and removed, and the error re-raised (or the job aborted when
-    only this rank failed). Messages name *label* (the final output) instead of the
-    temporary *path*.
+    threads (None: HDF5's filters; :mod:`.chunkwriter`). On failure the file is closed and
+    removed, and the error re-raised (or the job aborted when only this rank failed).
+    Messages name *label* (the final output) instead of the temporary *path*.
     """
     from .formats import TrajectoryReader
 
