@@ -338,7 +338,7 @@ LOCAL_SIZE_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LO
 
 
 def threads_per_rank(comm):
-    """Threads a rank may use for compression: the cores it may run on, shared with the ranks of its node.
+    """Threads a rank may use (to decompress chunks): the cores it may run on, shared with the ranks of its node.
 
     A rank bound to fewer cores than the node has (``mpirun --bind-to core``, ``srun
     --cpus-per-task``) uses those; an unbound rank gets the node's cores divided by the
