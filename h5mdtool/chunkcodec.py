@@ -270,8 +270,7 @@ class FilterPipeline:
 
         Parameters
         ----------
-        stored : bytes-like or _Buffer
-            A ``_Buffer`` is taken over (and freed): the filters work in it without a copy.
+        stored : bytes-like
         mask : int
         out : numpy.ndarray of uint8, optional
             Where to put the bytes when it has their size (a reused scratch array).
@@ -281,7 +280,7 @@ class FilterPipeline:
         RuntimeError
             If a filter fails on the bytes (a damaged chunk).
         """
-        data, buffer = (None, stored) if isinstance(stored, _Buffer) else (stored, None)
+        data, buffer = stored, None
         try:
             for number in reversed(range(len(self.filters))):
                 code, flags, values = self.filters[number]
@@ -331,11 +330,6 @@ class ChunkReader:
     cannot read so (unfiltered, chunks splitting frames, filters only HDF5 runs, chunks
     never written) are read by HDF5.
 
-    The stored bytes of a file opened read-only are read by the threads too, with
-    ``pread`` at the chunk's file address (HDF5 looks the address up), straight into the
-    memory the filters decode in; reading them in the main thread with ``read_direct_chunk``
-    made the copy out of the page cache a serial step as long as the decoding.
-
     Parameters
     ----------
     threads : int
@@ -347,33 +341,10 @@ class ChunkReader:
         self.threads = max(1, int(threads))
         self.pool = ThreadPoolExecutor(self.threads, thread_name_prefix="h5mdtool-decode")
         self.pipelines = {}
-        self.descriptors = {}
 
     def close(self):
-        """Stop the decoding threads and close the files they read."""
+        """Stop the decoding threads."""
         self.pool.shutdown(wait=True)
-        for descriptor in self.descriptors.values():
-            if descriptor is not None:
-                os.close(descriptor)
-        self.descriptors.clear()
-
-    def _descriptor(self, dataset):
-        """A read-only descriptor of *dataset*'s file for ``pread`` of its chunks, or None.
-
-        Chunk addresses are file offsets only in single-file drivers without a user block,
-        and a file open for writing may have chunks HDF5 has not written out yet.
-        """
-        h5file = dataset.file
-        key = h5file.filename
-        if key not in self.descriptors:
-            descriptor = None
-            if h5file.mode == "r" and h5file.driver in ("sec2", "mpio") and not h5file.userblock_size:
-                try:
-                    descriptor = os.open(key, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-                except OSError:
-                    descriptor = None
-            self.descriptors[key] = descriptor
-        return self.descriptors[key]
 
     def _pipeline(self, dataset):
         key = (dataset.file.id.fileno, dataset.name)
@@ -396,19 +367,11 @@ class ChunkReader:
             return
         rows = dataset.chunks[0]
         shape = (rows,) + tuple(dataset.shape[1:])
-        descriptor = self._descriptor(dataset)
         pending = []
         try:
             for corner in range(start - start % rows, stop, rows):
-                coordinates = (corner,) + (0,) * (dataset.ndim - 1)
                 try:
-                    if descriptor is None:
-                        mask, stored = dataset.id.read_direct_chunk(coordinates)
-                    else:
-                        info = dataset.id.get_chunk_info_by_coord(coordinates)
-                        if info.byte_offset is None:
-                            raise KeyError(coordinates)
-                        mask, stored = info.filter_mask, _StoredChunk(descriptor, info.byte_offset, info.size)
+                    mask, stored = dataset.id.read_direct_chunk((corner,) + (0,) * (dataset.ndim - 1))
                 except (OSError, KeyError, ValueError, RuntimeError):  # a chunk never written: HDF5 fills it
                     for future in pending:
                         future.result()
@@ -424,28 +387,6 @@ class ChunkReader:
                 raise error
 
 
-class _StoredChunk:
-    """Where a chunk's stored bytes are: *size* bytes at *offset* of the open file *descriptor*."""
-
-    __slots__ = ("descriptor", "offset", "size")
-
-    def __init__(self, descriptor, offset, size):
-        self.descriptor, self.offset, self.size = descriptor, offset, size
-
-    def read(self):
-        """The bytes, in a :class:`_Buffer` (``pread``: the GIL is released while it copies)."""
-        buffer = _Buffer(self.size)
-        try:
-            got = os.preadv(self.descriptor, [buffer.view()], self.offset) if self.size else 0
-        except OSError:
-            buffer.free()
-            raise
-        if got != self.size:
-            buffer.free()
-            raise OSError(f"the file ends inside a chunk ({got} of its {self.size} bytes at offset {self.offset})")
-        return buffer
-
-
 _SCRATCH = threading.local()
 
 
@@ -456,8 +397,6 @@ def _decode_rows(pipeline, stored, mask, dtype, shape, first, last, span, out):
     scratch = getattr(_SCRATCH, "array", None)
     if scratch is None or scratch.size != size:
         scratch = _SCRATCH.array = np.empty(size, np.uint8)
-    if isinstance(stored, _StoredChunk):
-        stored = stored.read()
     try:
         data = pipeline.decode(stored, mask, out=scratch)
     except RuntimeError as error:

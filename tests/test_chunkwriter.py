@@ -283,57 +283,6 @@ def test_chunk_reader_reports_a_corrupt_chunk(tmp_path, compression):
     reader.close()
 
 
-def test_chunk_reader_reads_stored_chunks_with_pread_only_from_read_only_files(tmp_path):
-    """Read-only files: the threads pread stored chunks at HDF5's addresses. A file open for
-    writing goes through HDF5 (chunks it has not flushed yet are not in the file): the values
-    written in the same session are read back."""
-    from h5mdtool.chunkcodec import ChunkReader
-
-    path = str(tmp_path / "x.h5")
-    values = np.arange(6 * 40 * 3, dtype=np.float32).reshape(6, 40, 3)
-    with h5py.File(path, "w") as handle:
-        _dataset(handle, "x", values.shape, 2, "float32", "zstd", True)[...] = values
-    reader = ChunkReader(2)
-    try:
-        with h5py.File(path, "r") as handle:
-            out = np.empty_like(values)
-            reader.read(handle["x"], 0, 6, (0, 40), out)
-            assert reader.descriptors[handle.filename] is not None
-        np.testing.assert_array_equal(out, values)
-    finally:
-        reader.close()
-    assert not reader.descriptors
-    reader = ChunkReader(2)
-    try:
-        with h5py.File(path, "r+") as handle:
-            handle["x"][2:4] = -values[2:4]
-            out = np.empty_like(values)
-            reader.read(handle["x"], 0, 6, (0, 40), out)
-            assert reader.descriptors[handle.filename] is None
-        np.testing.assert_array_equal(out[2:4], -values[2:4])
-        np.testing.assert_array_equal(out[4:], values[4:])
-    finally:
-        reader.close()
-
-
-def test_chunk_reader_reports_a_file_cut_inside_a_chunk(tmp_path):
-    """A file truncated after HDF5 opened it: a short pread is an OSError, never a partial chunk."""
-    from h5mdtool.chunkcodec import ChunkReader
-
-    path = str(tmp_path / "x.h5")
-    with h5py.File(path, "w") as handle:
-        _dataset(handle, "x", (4, 50, 3), 2, "float32", "zstd", True)[...] = np.ones((4, 50, 3), np.float32)
-        last = handle["x"].id.get_chunk_info_by_coord((2, 0, 0))
-    reader = ChunkReader(2)
-    try:
-        with h5py.File(path, "r") as handle:
-            os.truncate(path, last.byte_offset + last.size // 2)
-            with pytest.raises(OSError, match="ends inside a chunk"):
-                reader.read(handle["x"], 0, 4, (0, 50), np.empty((4, 50, 3), np.float32))
-    finally:
-        reader.close()
-
-
 def test_encoding_threads_are_opt_in(tmp_path, adk):
     """HDF5's filters by default (faster on the machine measured: docs/performance.md); --threads as given."""
     assert encoding_threads() is None and encoding_threads(1) == 1 and encoding_threads(4) == 4
