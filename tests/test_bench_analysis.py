@@ -468,6 +468,32 @@ def test_compute_load_repeats_the_kernel(adk):
     assert loaded["report"]["ratio_compute_io"] > plain["report"]["ratio_compute_io"]
 
 
+def test_blocks_engine_runs_blas_on_one_thread(adk, monkeypatch):
+    """The kernel's BLAS calls run with one BLAS thread (threads spinning between its small
+    calls would take cores from the decompression threads and other ranks); the setting is
+    restored afterwards and the RMSDs are unchanged."""
+    from threadpoolctl import threadpool_info
+
+    from h5mdtool import bench_engines
+
+    def blas_threads():
+        return {(info["filepath"], info["num_threads"]) for info in threadpool_info() if info["user_api"] == "blas"}
+
+    before = blas_threads()
+    seen = []
+    compute = bench_engines.BlocksEngine.compute
+
+    def recording(self, positions):
+        seen.append(blas_threads())
+        return compute(self, positions)
+
+    monkeypatch.setattr(bench_engines.BlocksEngine, "compute", recording)
+    result = bench_rmsd(adk[1], adk[0], repeat=1)
+    assert seen and all(threads and {count for _, count in threads} == {1} for threads in seen)
+    assert blas_threads() == before
+    np.testing.assert_allclose(result["rmsd"][:, 2], mdanalysis_rmsd(adk[0], adk[1])[:, 2], atol=1e-4)
+
+
 @pytest.mark.parametrize("suffix", ["npy", "csv", "xvg"])
 def test_rmsd_outputs_in_units(tmp_path, adk, suffix):
     reference = mdanalysis_rmsd(*adk, groups=["backbone"])
