@@ -357,7 +357,8 @@ def _judge_convert(case, the_plan, summary, ranks):
     if summary is not None and summary.get("n_frames") != position_frames:
         failures.append(Failure("summary-frames", f"summary says {summary.get('n_frames')} frames, expected {position_frames} "
                                                   "(the frames holding positions)"))
-    allowed = expected_errors(the_plan.expected, options.get("velocities", True), options.get("forces", True))
+    allowed = expected_errors(the_plan.expected, options.get("velocities", True), options.get("forces", True),
+                              precision)
     if not failures and not allowed:  # wrong values would only be seen again through MDAnalysis
         failures += check_mdanalysis_readback(path, _topology_for(case), the_plan.expected, precision)
     failures += check_validate(path, allowed=allowed + carried_over_rules(case))
@@ -498,7 +499,7 @@ def _validate_manifest(case, the_plan, manifest):
             failures.append(Failure("validate-manifest-crash" if not against else "validate-against-parts-crash",
                                     f"{label}: {type(error).__name__}: {error}"))
             continue
-        allowed = expected_errors(the_plan.expected) + carried_over_rules(case)
+        allowed = expected_errors(the_plan.expected, precision=case.options.get("precision")) + carried_over_rules(case)
         errors = [f"{f.rule}: {f.message}" for r in report.files for f in r.findings
                   if f.severity == "error" and f.rule not in allowed]
         if report.exit_code != 0 and (errors or report.exit_code != 1):

@@ -31,3 +31,20 @@ def test_differential_fixed_seed(capsys):
     assert runner.drawn["cases"] > 0, "hypothesis drew no case"
     assert not failing, (f"{len(failing)} failure(s) in {len({(r, n) for r, n, *_ in failing})} run(s) of cases; "
                          f"first: {failing[0][2]}\n    reproduce: {failing[0][3]}\n{report}")
+
+
+def test_expected_errors_allow_frames_a_coarse_precision_rounds_to_zero():
+    """Harness regression (make fuzz case 1633, seed 3993108589): a frame whose atoms all lie
+    within precision/2 of the origin may be stored as zeros on the grid, which validate's
+    DATA001 cannot tell from lost data; without a precision only true zeros excuse it."""
+    import numpy as np
+
+    from .checks import expected_errors
+    from .oracle import Field, Frames
+
+    values = np.array([[[0.01, -0.002, 0.0], [0.0, 0.005, -0.01]], [[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]]])
+    frames = Frames(steps=np.arange(2), times=np.arange(2.0), positions=Field(values, np.ones(2, bool), True))
+    assert "DATA001" not in expected_errors(frames)
+    assert "DATA001" not in expected_errors(frames, precision=0.01)
+    assert "DATA001" in expected_errors(frames, precision=0.2)
+    assert "DATA001" not in expected_errors(frames, precision="xtc")
