@@ -88,7 +88,20 @@ def recipes():
     parts_without_positions = _trr(n_frames=6, has_positions=np.array([True, False, True, False, True, True]))
     zero_cells = _dcd(0)
     zero_cells.extra["zero_cells"] = True
+    near_origin = _trr(n_frames=3, n_atoms=2)
+    near_origin.positions[1] = [[0.01, -0.002, 0.0], [0.0, 0.005, -0.01]]
+    timed, untimed = _h5md(), _xtc(n_frames=1)
+    untimed.format, untimed.writer, untimed.time_store = "h5md", "h5py", "missing"
+    untimed.steps = timed.steps[-1:].copy()  # overlaps the last frame, dropped
     return {
+        "split-precision-rounds-frames-to-zero": (
+            Case("split", [near_origin], NAMES[:2], {"nparts": 3, "format": "h5md", "precision": 0.2}),
+            "TRR frame 1 within 0.01 nm of the origin, split in 3 H5MD parts at --precision 0.2: "
+            "stored as zeros, which validate calls DATA001 (make fuzz case 1633)"),
+        "validate-against-segments-with-and-without-time": (
+            Case("validate", [timed, untimed], NAMES, {"mutation": None, "on_overlap": "drop"}, cli=True),
+            "two H5MD segments, one without time, validate --against them: refused in one line "
+            "(make fuzz case 1593)"),
         "bench-frames-split-trr-without-positions": (
             Case("bench", [parts_without_positions], NAMES,
                  {"select": "all", "ref_frame": 0, "engine": "frames", "block_frames": 1, "input": "split"}),

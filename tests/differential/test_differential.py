@@ -48,3 +48,24 @@ def test_expected_errors_allow_frames_a_coarse_precision_rounds_to_zero():
     assert "DATA001" not in expected_errors(frames, precision=0.01)
     assert "DATA001" in expected_errors(frames, precision=0.2)
     assert "DATA001" not in expected_errors(frames, precision="xtc")
+
+
+@pytest.mark.parametrize("name", ["split-precision-rounds-frames-to-zero",
+                                  "validate-against-segments-with-and-without-time"])
+def test_harness_regressions_pass(tmp_path, name):
+    """make fuzz cases 1633 (seed 3993108589) and 1593 (seed 100494247), rebuilt by hand
+    (tests/differential/repro.py): the product's outputs were right, the harness's
+    expectations were not; they pass serially, the command line included."""
+    import io
+
+    from .repro import recipes
+    from .runner import Runner
+
+    case, _ = recipes()[name]
+    runner = Runner(str(tmp_path / "base"), ranks=(1,), keep_dir=str(tmp_path / "kept"), log=io.StringIO())
+    try:
+        failures = runner.run(case)
+    finally:
+        runner.close()
+    assert runner.counts[1]["cases"] == 1
+    assert not failures, [failure[2] for failure in failures]
