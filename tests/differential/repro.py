@@ -93,7 +93,13 @@ def recipes():
     timed, untimed = _h5md(), _xtc(n_frames=1)
     untimed.format, untimed.writer, untimed.time_store = "h5md", "h5py", "missing"
     untimed.steps = timed.steps[-1:].copy()  # overlaps the last frame, dropped
+    zero_cells_first, without_cells = _dcd(0), _dcd(3)  # steps 0-2, then 3-5
+    zero_cells_first.extra["zero_cells"] = True
     return {
+        "split-same-dcd-with-and-without-cells": (
+            Case("split", [zero_cells_first, without_cells], NAMES, {"nparts": 1, "format": "same"}),
+            "two DCD segments whose steps continue, the first with all-zero unit cells, the second "
+            "without: one DCD part cannot hold both headers, refused (make fuzz case 1279)"),
         "split-precision-rounds-frames-to-zero": (
             Case("split", [near_origin], NAMES[:2], {"nparts": 3, "format": "h5md", "precision": 0.2}),
             "TRR frame 1 within 0.01 nm of the origin, split in 3 H5MD parts at --precision 0.2: "
