@@ -12,7 +12,8 @@ rmsd`` (blocks engine, 1 rank) against MDAnalysis ``rms.RMSD(u, select="name CA"
 
 h5mdtool decompresses in as many threads as a rank may use cores (2 here on 1 rank), while
 MDAnalysis reads in one: the compressed layouts are also timed on one core (``taskset -c
-0``), and the rank scaling with one core per rank (``--bind-to core``).
+0``), and the rank scaling with one core per rank (``--bind-to core``) as well as unbound
+(``--bind-to none``; Open MPI binds 1 or 2 ranks to one core each by default).
 """
 
 import os
@@ -21,7 +22,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import H5MDTOOL, MPIRUN, ONE_CORE, check, mpirun_bound, run_sizes, timed  # noqa: E402
+from common import H5MDTOOL, ONE_CORE, check, mpirun_bound, mpirun_unbound, run_sizes, timed  # noqa: E402
 from data import DATA, repeated_xtc, topology  # noqa: E402
 
 MDA_RMSD = (
@@ -64,8 +65,8 @@ def bench(repeats, repeat):
                                             ONE_CORE + run + [lossy, "-t", top], repeat)
     result["h5mdtool_zstd_1_core"] = timed("h5mdtool bench rmsd on --compression zstd, 1 core",
                                            ONE_CORE + run + [zstd, "-t", top], repeat)
-    result["gzip_1"] = timed("h5mdtool bench rmsd on gzip H5MD, 1 rank", [MPIRUN, "-n", "1"] + run + [gzip, "-t", top], repeat)
-    result["gzip_2"] = timed("h5mdtool bench rmsd on gzip H5MD, 2 ranks", [MPIRUN, "-n", "2"] + run + [gzip, "-t", top], repeat)
+    result["gzip_1"] = timed("h5mdtool bench rmsd on gzip H5MD, 1 rank (unbound)", mpirun_unbound(1) + run + [gzip, "-t", top], repeat)
+    result["gzip_2"] = timed("h5mdtool bench rmsd on gzip H5MD, 2 ranks (unbound)", mpirun_unbound(2) + run + [gzip, "-t", top], repeat)
     result["gzip_1_core"] = timed("h5mdtool bench rmsd on gzip H5MD, 1 rank on 1 core",
                                   mpirun_bound(1) + run + [gzip, "-t", top], repeat)
     result["gzip_2_cores"] = timed("h5mdtool bench rmsd on gzip H5MD, 2 ranks, 1 core each",

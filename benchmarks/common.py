@@ -23,6 +23,15 @@ def mpirun_bound(n_ranks):
     """``mpirun -n N`` with each rank bound to its own core (Open MPI's and MPICH's flag)."""
     return [MPIRUN, "-n", str(n_ranks), "--bind-to", "core"]
 
+
+def mpirun_unbound(n_ranks):
+    """``mpirun -n N`` with every rank free to run on every core.
+
+    Open MPI binds each rank to a core by default when there are at most 2 ranks, so a
+    plain ``mpirun -n 1`` confines h5mdtool's threads (decoding, compression) to one core.
+    """
+    return [MPIRUN, "-n", str(n_ranks), "--bind-to", "none"]
+
 _MEASURE = (
     "import resource, subprocess, sys, time\n"
     "t = time.perf_counter()\n"
