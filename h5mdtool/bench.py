@@ -26,7 +26,7 @@ from .bench_engines import BlocksEngine, FramesEngine
 from .bench_input import inspect_input, open_source
 from .bench_setup import AnalysisOptions, plan_analysis
 from .errors import UsageError, mark_collective
-from .mpi import abort_unless_collective, entry_point, root_call
+from .mpi import abort_unless_collective, agree, capture_errors, entry_point, root_call
 from .partition import partition_frames
 from .references import cite
 from .timing import PhaseClock, find_stragglers
@@ -144,9 +144,12 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
     results = np.empty((len(local), 3 + len(plan.group_columns)), np.float64)
     results[:, 0] = local
     try:
-        if hasattr(source, "open_for"):  # parts, and the frames engine's files: opening is not reading
-            source.open_for(local)
+        with capture_errors() as failure:
+            if hasattr(source, "open_for"):  # parts, and the frames engine's files: opening is not reading
+                source.open_for(local)
         clock.charge("t_init_traj")
+        agree(comm, failure[0])  # files no rank can open are reported once, not by every rank
+        clock.charge("t_wait")
         ENGINES[engine](source, plan, compute_load).run(local, results, clock, comm.rank, block)
         comm.Barrier()
         clock.charge("t_wait")

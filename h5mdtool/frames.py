@@ -36,6 +36,7 @@ from .errors import InputError
 from .formats import TrajectoryIndex, TrajectoryReader, scan_segment
 from .formats.base import ANGSTROM_PER_NM, reason
 from .manifest import read_manifest
+from .mpi import agree, capture_errors
 
 
 def position_frames(index):
@@ -272,7 +273,11 @@ class MDAnalysisFrames:
         self.universes = {}
         self.current = None
         if len(pieces) == 1 and pieces[0].format == "H5MD" and comm.size > 1:
-            self._open(0, parallel=True)  # collective: every rank opens the file
+            # collective: every rank opens the file, so the ranks agree on a failure and
+            # report it once (make fuzz case 2120: one line per rank, then MPI_ABORT)
+            with capture_errors() as failure:
+                self._open(0, parallel=True)
+            agree(comm, failure[0])
 
     @property
     def opened(self):

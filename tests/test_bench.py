@@ -455,3 +455,48 @@ def test_frames_engine_names_mdanalysis_fixed_step_limit(tmp_path):
 
     expected = [rmsd(frame * 10, positions[0] * 10, center=True, superposition=True) for frame in positions]
     np.testing.assert_allclose(result["rmsd"][:, 2], expected, atol=1e-4)
+
+
+def _h5md_without_time(tmp_path, n_frames=5, n_atoms=4):
+    """An H5MD file whose positions record steps but no time (valid H5MD; MDAnalysis's
+    H5MDReader needs a time dataset), and a PDB topology for it."""
+    import h5py
+
+    positions = np.random.default_rng(5).uniform(0, 2, (n_frames, n_atoms, 3)).astype(np.float32)
+    path = str(tmp_path / "no-time.h5md")
+    with h5py.File(path, "w") as handle:
+        handle.create_group("h5md").attrs["version"] = np.array([1, 1], np.int32)
+        trajectory = handle.create_group("particles/trajectory")
+        box = trajectory.create_group("box")
+        box.attrs["dimension"] = np.int32(3)
+        box.attrs["boundary"] = np.array([b"none"] * 3)
+        position = trajectory.create_group("position")
+        position.create_dataset("value", data=positions).attrs["unit"] = "nm"
+        position["step"] = np.arange(n_frames, dtype=np.int64) * 10
+    topology = tmp_path / "top.pdb"
+    topology.write_text("".join(f"ATOM  {i + 1:5d}  CA  ALA A{i + 1:4d}       0.000   0.000   0.000  1.00  0.00           C\n"
+                                for i in range(n_atoms)) + "END\n")
+    return path, str(topology)
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+@pytest.mark.parametrize("kind", ["file", "parts"])
+def test_frames_engine_refusal_of_h5md_printed_once_under_mpirun(tmp_path, ranks, kind):
+    """make fuzz case 2120 (seed 4054140950): under mpirun, every rank opens a single H5MD
+    file with MDAnalysis together (``driver="mpio"``); when MDAnalysis could not read it
+    (no ``time`` dataset) each rank printed its own ``error: rank N:`` line and the job
+    ended in MPI_ABORT. The same happened with split parts, each rank opening its own. The
+    ranks now agree on the failure: one line, exit 1."""
+    from conftest import run_h5mdtool
+
+    path, topology = _h5md_without_time(tmp_path, n_frames=12)
+    if kind == "parts":
+        split(path, str(tmp_path / "parts"), 3, format="h5md", progress=False)
+        path = str(tmp_path / "parts" / "manifest.json")
+    with pytest.raises(InputError, match="MDAnalysis cannot read it"):
+        bench_rmsd(path, topology, engine="frames")
+    done = run_h5mdtool(["bench", "rmsd", path, "-t", topology, "--engine", "frames"], ranks=ranks)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 1, done.stderr
+    assert len(errors) == 1 and "MDAnalysis cannot read it" in errors[0], done.stderr
+    assert "error: rank" not in done.stderr and "MPI_ABORT" not in done.stderr and "Traceback" not in done.stderr
