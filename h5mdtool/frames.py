@@ -273,11 +273,18 @@ class MDAnalysisFrames:
         self.universes = {}
         self.current = None
         if len(pieces) == 1 and pieces[0].format == "H5MD" and comm.size > 1:
-            # collective: every rank opens the file, so the ranks agree on a failure and
-            # report it once (make fuzz case 2120: one line per rank, then MPI_ABORT)
+            # Collective: every rank opens the file. The ranks agree on a failure, to report
+            # it once (make fuzz case 2120: one line per rank, then MPI_ABORT), and close the
+            # file together: a failed MDAnalysis open leaves it open, and closing it later
+            # (the garbage collector, at another moment on each rank) hangs (case 350).
             with capture_errors() as failure:
                 self._open(0, parallel=True)
-            agree(comm, failure[0])
+            try:
+                agree(comm, failure[0])
+            except InputError:
+                self.close()
+                close_hdf5_files(pieces[0].path)
+                raise
 
     @property
     def opened(self):
@@ -299,6 +306,7 @@ class MDAnalysisFrames:
             kwargs["format"] = reader
         if parallel:
             kwargs.update(driver="mpio", comm=self.comm)
+        open_before = hdf5_file_ids(piece.path) if piece.format == "H5MD" else set()
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -308,6 +316,8 @@ class MDAnalysisFrames:
             if piece.format == "H5MD" and _fixed_step(piece.path, self.h5md_group):
                 hint = ("; its H5MDReader needs a step value per frame and this file stores a fixed step "
                         "interval: --engine blocks reads it")
+            if piece.format == "H5MD" and not parallel:  # MDAnalysis left it open (MPI-IO: see __init__)
+                close_hdf5_files(piece.path, keep=open_before)
             raise InputError(f"{piece.path}: MDAnalysis cannot read it with {self.topology} "
                              f"({reason(error)}){hint}") from None
         universe.h5mdtool_atoms = universe.atoms[self.atom_indices]
@@ -336,6 +346,34 @@ class MDAnalysisFrames:
     def close(self):
         for universe in self.universes.values():
             universe.trajectory.close()
+
+
+def hdf5_file_ids(path):
+    """Identifiers of the HDF5 file handles this process holds on *path*."""
+    import h5py
+
+    found = set()
+    for file_id in h5py.h5f.get_obj_ids(types=h5py.h5f.OBJ_FILE):
+        try:
+            if os.path.samefile(os.fsdecode(file_id.name), path):
+                found.add(file_id.id)
+        except OSError:
+            continue
+    return found
+
+
+def close_hdf5_files(path, keep=frozenset()):
+    """Close the HDF5 file handles this process holds on *path* (and the objects in them),
+    except those whose identifiers are in *keep*.
+
+    With MPI-IO closing is collective: call it on every rank at the same point.
+    """
+    import h5py
+
+    closing = hdf5_file_ids(path) - set(keep)
+    for file_id in h5py.h5f.get_obj_ids(types=h5py.h5f.OBJ_FILE):
+        if file_id.id in closing:
+            h5py.File(file_id).close()
 
 
 _READER_CLASSES = {}

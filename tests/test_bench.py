@@ -500,3 +500,28 @@ def test_frames_engine_refusal_of_h5md_printed_once_under_mpirun(tmp_path, ranks
     assert done.returncode == 1, done.stderr
     assert len(errors) == 1 and "MDAnalysis cannot read it" in errors[0], done.stderr
     assert "error: rank" not in done.stderr and "MPI_ABORT" not in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.mpi
+def test_frames_engine_refusal_leaves_no_open_file_for_the_collector(comm, shared_tmp):
+    """make fuzz case 350 (seed 1697176682): when MDAnalysis failed to open an H5MD file that
+    every rank opens together (``driver="mpio"``), its reader kept the file open; the
+    garbage collector later closed it on one rank and not on the others, and the next
+    collective call hung. The ranks now close it together before raising."""
+    import gc
+
+    import h5py
+    from pathlib import Path
+
+    path, topology = None, None
+    if comm.rank == 0:
+        path, topology = _h5md_without_time(Path(shared_tmp))
+    path, topology = comm.bcast((path, topology))
+    with pytest.raises(InputError, match="MDAnalysis cannot read it"):
+        bench_rmsd(path, topology, engine="frames", comm=comm)
+    left_open = [file_id for file_id in h5py.h5f.get_obj_ids(types=h5py.h5f.OBJ_FILE)
+                 if os.path.samefile(os.fsdecode(file_id.name), path)]
+    if comm.rank == 0:
+        gc.collect()  # what used to close the file on this rank alone
+    comm.Barrier()
+    assert left_open == []
