@@ -429,41 +429,23 @@ def test_frames_engine_names_mdanalysis_fixed_step_limit(tmp_path):
     choice) is not read by MDAnalysis's H5MDReader; the frames engine, which reads through it,
     said "MDAnalysis cannot read it (...)" with an empty reason. It now names the cause and
     the engine that reads the file, whose RMSD equals MDAnalysis's on the same positions."""
-    import h5py
-
-    rng = np.random.default_rng(3)
-    positions = rng.uniform(0, 2, (6, 4, 3)).astype(np.float32)
-    path = str(tmp_path / "fixed.h5md")
-    with h5py.File(path, "w") as handle:
-        handle.create_group("h5md").attrs["version"] = np.array([1, 1], np.int32)
-        trajectory = handle.create_group("particles/trajectory")
-        box = trajectory.create_group("box")
-        box.attrs["dimension"] = np.int32(3)
-        box.attrs["boundary"] = np.array([b"none"] * 3)
-        position = trajectory.create_group("position")
-        position.create_dataset("value", data=positions).attrs["unit"] = "nm"
-        position["step"] = 10
-        position["time"] = 0.02
-        position["time"].attrs["unit"] = "ps"
-    topology = tmp_path / "top.pdb"
-    topology.write_text("".join(f"ATOM  {i + 1:5d}  CA  ALA A{i + 1:4d}       0.000   0.000   0.000  1.00  0.00           C\n"
-                                for i in range(4)) + "END\n")
+    positions = np.random.default_rng(3).uniform(0, 2, (6, 4, 3)).astype(np.float32)
+    path, topology = _small_h5md(tmp_path, positions, step=10, time=0.02)
     with pytest.raises(InputError, match="fixed step interval: --engine blocks reads it"):
-        bench_rmsd(path, str(topology), engine="frames")
-    result = bench_rmsd(path, str(topology), engine="blocks")
+        bench_rmsd(path, topology, engine="frames")
+    result = bench_rmsd(path, topology, engine="blocks")
     from MDAnalysis.analysis.rms import rmsd
 
     expected = [rmsd(frame * 10, positions[0] * 10, center=True, superposition=True) for frame in positions]
     np.testing.assert_allclose(result["rmsd"][:, 2], expected, atol=1e-4)
 
 
-def _h5md_without_time(tmp_path, n_frames=5, n_atoms=4):
-    """An H5MD file whose positions record steps but no time (valid H5MD; MDAnalysis's
-    H5MDReader needs a time dataset), and a PDB topology for it."""
+def _small_h5md(tmp_path, positions, step, time=None):
+    """An H5MD file of *positions* (nm) with the given ``step`` and ``time`` (datasets or
+    fixed values; no time when None), and a PDB topology for it."""
     import h5py
 
-    positions = np.random.default_rng(5).uniform(0, 2, (n_frames, n_atoms, 3)).astype(np.float32)
-    path = str(tmp_path / "no-time.h5md")
+    path = str(tmp_path / "small.h5md")
     with h5py.File(path, "w") as handle:
         handle.create_group("h5md").attrs["version"] = np.array([1, 1], np.int32)
         trajectory = handle.create_group("particles/trajectory")
@@ -472,11 +454,20 @@ def _h5md_without_time(tmp_path, n_frames=5, n_atoms=4):
         box.attrs["boundary"] = np.array([b"none"] * 3)
         position = trajectory.create_group("position")
         position.create_dataset("value", data=positions).attrs["unit"] = "nm"
-        position["step"] = np.arange(n_frames, dtype=np.int64) * 10
+        position["step"] = step
+        if time is not None:
+            position["time"] = time
+            position["time"].attrs["unit"] = "ps"
     topology = tmp_path / "top.pdb"
     topology.write_text("".join(f"ATOM  {i + 1:5d}  CA  ALA A{i + 1:4d}       0.000   0.000   0.000  1.00  0.00           C\n"
-                                for i in range(n_atoms)) + "END\n")
+                                for i in range(positions.shape[1])) + "END\n")
     return path, str(topology)
+
+
+def _h5md_without_time(tmp_path, n_frames=5, n_atoms=4):
+    """Steps but no time (valid H5MD; MDAnalysis's H5MDReader needs a time dataset)."""
+    positions = np.random.default_rng(5).uniform(0, 2, (n_frames, n_atoms, 3)).astype(np.float32)
+    return _small_h5md(tmp_path, positions, step=np.arange(n_frames, dtype=np.int64) * 10)
 
 
 @pytest.mark.parametrize("ranks", [2, 3])
