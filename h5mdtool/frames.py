@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import InputError
+from .errors import H5mdToolError, InputError
 from .formats import TrajectoryIndex, TrajectoryReader, scan_segment
 from .formats.base import ANGSTROM_PER_NM, reason
 from .manifest import read_manifest
@@ -281,7 +281,7 @@ class MDAnalysisFrames:
                 self._open(0, parallel=True)
             try:
                 agree(comm, failure[0])
-            except InputError:
+            except H5mdToolError:  # this rank's error, or RemoteRankError where the open worked
                 self.close()
                 close_hdf5_files(pieces[0].path)
                 raise

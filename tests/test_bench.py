@@ -14,7 +14,7 @@ from benchcheck import check_report, every_report_adds_up, mdanalysis_rmsd  # no
 from h5mdtool import bench_rmsd, convert, split
 from h5mdtool.bench import advice
 from h5mdtool.cli import cli
-from h5mdtool.errors import InputError, UsageError
+from h5mdtool.errors import H5mdToolError, InputError, UsageError
 
 
 @pytest.fixture(scope="module")
@@ -514,5 +514,33 @@ def test_frames_engine_refusal_leaves_no_open_file_for_the_collector(comm, share
                  if os.path.samefile(os.fsdecode(file_id.name), path)]
     if comm.rank == 0:
         gc.collect()  # what used to close the file on this rank alone
+    comm.Barrier()
+    assert left_open == []
+
+
+@pytest.mark.mpi
+def test_frames_engine_closes_the_shared_file_when_another_rank_failed(comm, shared_tmp, adk, monkeypatch):
+    """The ranks whose MDAnalysis open of the shared H5MD file worked close it too when
+    another rank failed (they get a RemoteRankError), in step with the failing ranks."""
+    if comm.size < 2:
+        pytest.skip("needs a rank that fails while the others open the file")
+    import h5py
+    from h5mdtool.frames import MDAnalysisFrames
+
+    path = os.path.join(shared_tmp, "adk.h5md")
+    convert(adk[1], path, topology=adk[0], comm=comm, progress=False)
+    opened = MDAnalysisFrames._open
+
+    def open_then_fail_on_last_rank(self, number, parallel=False):
+        universe = opened(self, number, parallel)
+        if comm.rank == comm.size - 1:
+            raise InputError("this rank's open failed after the file was opened")
+        return universe
+
+    monkeypatch.setattr(MDAnalysisFrames, "_open", open_then_fail_on_last_rank)
+    with pytest.raises(H5mdToolError):
+        bench_rmsd(path, adk[0], engine="frames", comm=comm)
+    left_open = [file_id for file_id in h5py.h5f.get_obj_ids(types=h5py.h5f.OBJ_FILE)
+                 if os.path.samefile(os.fsdecode(file_id.name), path)]
     comm.Barrier()
     assert left_open == []
