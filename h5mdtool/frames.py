@@ -306,7 +306,7 @@ class MDAnalysisFrames:
             kwargs["format"] = reader
         if parallel:
             kwargs.update(driver="mpio", comm=self.comm)
-        open_before = hdf5_file_ids(piece.path) if piece.format == "H5MD" else set()
+        open_before = {f.id for f in open_hdf5_files(piece.path)} if piece.format == "H5MD" and not parallel else ()
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -348,15 +348,15 @@ class MDAnalysisFrames:
             universe.trajectory.close()
 
 
-def hdf5_file_ids(path):
-    """Identifiers of the HDF5 file handles this process holds on *path*."""
+def open_hdf5_files(path):
+    """The HDF5 file handles (``h5py.h5f.FileID``) this process holds on *path*."""
     import h5py
 
-    found = set()
+    found = []
     for file_id in h5py.h5f.get_obj_ids(types=h5py.h5f.OBJ_FILE):
         try:
             if os.path.samefile(os.fsdecode(file_id.name), path):
-                found.add(file_id.id)
+                found.append(file_id)
         except OSError:
             continue
     return found
@@ -364,15 +364,14 @@ def hdf5_file_ids(path):
 
 def close_hdf5_files(path, keep=frozenset()):
     """Close the HDF5 file handles this process holds on *path* (and the objects in them),
-    except those whose identifiers are in *keep*.
+    except those whose identifiers (``FileID.id``) are in *keep*.
 
     With MPI-IO closing is collective: call it on every rank at the same point.
     """
     import h5py
 
-    closing = hdf5_file_ids(path) - set(keep)
-    for file_id in h5py.h5f.get_obj_ids(types=h5py.h5f.OBJ_FILE):
-        if file_id.id in closing:
+    for file_id in open_hdf5_files(path):
+        if file_id.id not in keep:
             h5py.File(file_id).close()
 
 
