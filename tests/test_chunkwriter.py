@@ -247,6 +247,34 @@ def test_chunk_reader_reads_what_hdf5_reads(tmp_path_factory, compression, dtype
     np.testing.assert_array_equal(out, values[start:stop, first:last])
 
 
+@pytest.mark.parametrize("compression", CODECS)
+def test_h5md_reader_decodes_outside_hdf5_with_one_core(tmp_path, monkeypatch, adk, compression):
+    """One core to use still decodes in h5mdtool's pipeline (faster than HDF5's byte
+    unshuffle) and reads what HDF5's own filters read, over a partial last chunk."""
+    from h5mdtool import mpi
+    from h5mdtool.formats import TrajectoryReader, scan
+
+    output = str(tmp_path / f"{compression}.h5md")
+    convert(adk[1], output, compression=compression, chunk_frames=4, stop=11, progress=False)
+    with h5py.File(output, "r") as handle:
+        expected = handle[f"{TRAJ}/position/value"][()]
+    decoded = []
+    original = FilterPipeline.decode
+
+    def counted(self, *args, **kwargs):
+        decoded.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(mpi, "threads_per_rank", lambda comm: 1)
+    monkeypatch.setattr(FilterPipeline, "decode", counted)
+    index = scan([output])
+    with TrajectoryReader(index, None, ("positions",)) as reader:
+        block = reader.new_block(index.n_frames, ("positions",))
+        reader.read(np.arange(index.n_frames), block, ("positions",))
+    assert len(decoded) == 3  # every chunk through h5mdtool's pipeline, none through HDF5's
+    np.testing.assert_array_equal(block.positions, expected)
+
+
 def test_chunk_reader_fills_chunks_never_written(tmp_path):
     """A chunk never written reads as HDF5's fill value, as through HDF5."""
     from h5mdtool.chunkcodec import ChunkReader

@@ -313,9 +313,9 @@ class H5MDFormat(Format):
             pick = None  # the selection is the whole span: no copy
         self.pick = pick
         self.buffers = {}
-        threads = threads_per_rank(comm)
-        # one thread decodes as fast through HDF5's own filters
-        self.chunks = ChunkReader(threads) if threads > 1 else None
+        # even one decoding thread beats HDF5's filters, whose byte unshuffle is a plain loop
+        # (docs/performance.md, bench rmsd on one core)
+        self.chunks = ChunkReader(threads_per_rank(comm))
 
     def _buffer(self, dtype, count):
         """A reused (count, span, 3) array of *dtype*, grown as needed."""
@@ -390,15 +390,11 @@ class H5MDFormat(Format):
         return edges
 
     def _read(self, dataset, start, stop, span, out):
-        """``out[...] = dataset[start:stop, span[0]:span[1]]``, decompressed in threads when there are cores."""
-        if self.chunks is None:
-            dataset.read_direct(out, np.s_[start:stop, span[0]:span[1]])
-        else:
-            self.chunks.read(dataset, start, stop, span, out)
+        """``out[...] = dataset[start:stop, span[0]:span[1]]``, filtered chunks decompressed in h5mdtool's threads."""
+        self.chunks.read(dataset, start, stop, span, out)
 
     def close(self):
-        if self.chunks is not None:
-            self.chunks.close()
+        self.chunks.close()
         self.handle.close()
 
 
