@@ -493,6 +493,15 @@ def test_frames_engine_refusal_of_h5md_printed_once_under_mpirun(tmp_path, ranks
     assert "error: rank" not in done.stderr and "MPI_ABORT" not in done.stderr and "Traceback" not in done.stderr
 
 
+def _hdf5_handles_on(path):
+    """The HDF5 file handles this process holds on *path* (asked of h5py directly, not of
+    the h5mdtool helper under test)."""
+    import h5py
+
+    return [file_id for file_id in h5py.h5f.get_obj_ids(types=h5py.h5f.OBJ_FILE)
+            if os.path.samefile(os.fsdecode(file_id.name), path)]
+
+
 @pytest.mark.mpi
 def test_frames_engine_refusal_leaves_no_open_file_for_the_collector(comm, shared_tmp):
     """make fuzz case 350 (seed 1697176682): when MDAnalysis failed to open an H5MD file that
@@ -500,8 +509,6 @@ def test_frames_engine_refusal_leaves_no_open_file_for_the_collector(comm, share
     garbage collector later closed it on one rank and not on the others, and the next
     collective call hung. The ranks now close it together before raising."""
     import gc
-
-    import h5py
     from pathlib import Path
 
     path, topology = None, None
@@ -510,8 +517,7 @@ def test_frames_engine_refusal_leaves_no_open_file_for_the_collector(comm, share
     path, topology = comm.bcast((path, topology))
     with pytest.raises(InputError, match="MDAnalysis cannot read it"):
         bench_rmsd(path, topology, engine="frames", comm=comm)
-    left_open = [file_id for file_id in h5py.h5f.get_obj_ids(types=h5py.h5f.OBJ_FILE)
-                 if os.path.samefile(os.fsdecode(file_id.name), path)]
+    left_open = _hdf5_handles_on(path)
     if comm.rank == 0:
         gc.collect()  # what used to close the file on this rank alone
     comm.Barrier()
@@ -524,7 +530,6 @@ def test_frames_engine_closes_the_shared_file_when_another_rank_failed(comm, sha
     another rank failed (they get a RemoteRankError), in step with the failing ranks."""
     if comm.size < 2:
         pytest.skip("needs a rank that fails while the others open the file")
-    import h5py
     from h5mdtool.frames import MDAnalysisFrames
 
     path = os.path.join(shared_tmp, "adk.h5md")
@@ -540,7 +545,6 @@ def test_frames_engine_closes_the_shared_file_when_another_rank_failed(comm, sha
     monkeypatch.setattr(MDAnalysisFrames, "_open", open_then_fail_on_last_rank)
     with pytest.raises(H5mdToolError):
         bench_rmsd(path, adk[0], engine="frames", comm=comm)
-    left_open = [file_id for file_id in h5py.h5f.get_obj_ids(types=h5py.h5f.OBJ_FILE)
-                 if os.path.samefile(os.fsdecode(file_id.name), path)]
+    left_open = _hdf5_handles_on(path)
     comm.Barrier()
     assert left_open == []
