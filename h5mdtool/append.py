@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from .convert import DEFAULT_BLOCK_BYTES, ConvertPlan
+from .convert import ConvertPlan
 from .errors import InputError, OutputError, OverlapError, UsageError
 from .formats import check_trajectory, load_decoders, scan
 from .layout import Layout
@@ -213,7 +213,7 @@ def _extend(plan, groups, comm, bar, block_bytes):
 
 @entry_point
 def append(inputs, target, *, comm=None, on_overlap="error", on_truncated="error", format=None, velocities=True,
-           forces=True, progress=None, block_bytes=DEFAULT_BLOCK_BYTES, command=None):
+           forces=True, progress=None, block_bytes=None, command=None):
     """Append the frames of trajectory *inputs* to the h5mdtool H5MD file *target*.
 
     Parameters
@@ -229,7 +229,8 @@ def append(inputs, target, *, comm=None, on_overlap="error", on_truncated="error
     velocities, forces : bool
         False leaves out new velocities (forces) the file has no element for.
     progress : bool, optional
-    block_bytes : int
+    block_bytes : int, optional
+        Memory for one block of frames (default: :func:`h5mdtool.convert.default_block_bytes`).
     command : str, optional
 
     Returns

@@ -145,6 +145,19 @@ def test_segments_concatenate(comm, shared_tmp, adk_segments, block_bytes):
 
 
 @pytest.mark.mpi
+def test_default_block_size_by_rank_count(comm, shared_tmp, adk_segments):
+    """32 MiB blocks on one rank, 2 MiB per rank on several (several rounds here); frames intact."""
+    from h5mdtool.convert import default_block_bytes
+
+    output = os.path.join(shared_tmp, "blocks.h5md")
+    summary = convert(adk_segments["whole"], output, comm=comm, progress=False, compression="zstd", chunk_frames=5)
+    assert summary["block_bytes"] == (32 if comm.size == 1 else 2) * 1024**2
+    assert default_block_bytes(1) == 32 * 1024**2 and default_block_bytes(3) == 2 * 1024**2
+    comm.Barrier()
+    assert_same_trajectory(mda.Universe(adk_segments["whole"]), mda.Universe(output))
+
+
+@pytest.mark.mpi
 def test_overlap_refused_or_dropped(comm, shared_tmp, adk_segments):
     first, second = adk_segments["parts"][:2]
     output = os.path.join(shared_tmp, "overlap.h5md")

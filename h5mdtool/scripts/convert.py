@@ -21,7 +21,7 @@ from .options import (SIZE, atom_options, emit_json, field_options, frame_option
 @input_format_option("--format")
 @click.option("--group", default=None, metavar="NAME", help="H5MD input: the particle group to read. Default: the first one listed, the one MDAnalysis reads.")
 @layout_options
-@click.option("--block-size", type=SIZE, default="32M", show_default=True, help="Memory for one block of frames (bytes, K/M/G); each rank holds two, decoding one while writing the other.")
+@click.option("--block-size", type=SIZE, default=None, help="Memory for one block of frames (bytes, K/M/G); each rank holds two, decoding one while writing the other, and each block is one (collective) write. Default: 32M on one rank, 2M per rank under mpirun/srun, where smaller rounds were faster (docs/performance.md).")
 @click.option("--threads", type=click.IntRange(min=1), default=None, metavar="N", help="Compressed layouts on one process: compress chunks in N threads of h5mdtool's (outside HDF5, stored with its direct chunk write) while the next frames are decoded. Default: HDF5's own filters compress, which was faster on the 2-core machine measured (docs/performance.md); try N on a node with many cores. Ignored under mpirun/srun, where the ranks compress in parallel HDF5's collective writes.")
 @click.option("--author", default=None, metavar="NAME", help="Author name recorded in /h5md/author. Default: the user name.")
 @run_options
