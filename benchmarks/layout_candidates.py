@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 #: XTC's default precision: coordinates are integers in units of 0.001 nm (1 pm)
 XTC_GRID_NM = 0.001
-#: raw block written per collective round (as h5mdtool convert's default block)
+#: raw block written per collective round (convert's default block on one rank)
 BLOCK_BYTES = 32 * 1024**2
 
 
