@@ -47,7 +47,7 @@ from .writer import LIBVER, TrajectoryWriter, write_h5md_metadata, write_provena
 DEFAULT_BLOCK_BYTES = 32 * 1024**2
 #: The default per rank when several ranks write. Each block is one collective write; with
 #: rounds of a few chunks each rank's data stay in its core's cache while it is compressed
-#: and copied into the file (2 ranks, 600x AdK: zstd 6.2-6.8 s against 8.4-9.0 s with 32
+#: and copied into the file (2 ranks, 600x AdK: zstd 6.5-7.3 s against 8.1-9.0 s with 32
 #: MiB; docs/performance.md).
 PARALLEL_BLOCK_BYTES = 2 * 1024**2
 
