@@ -45,10 +45,10 @@ from .writer import LIBVER, TrajectoryWriter, write_h5md_metadata, write_provena
 #: Default memory for one block of frames on one rank, in bytes; each rank holds two blocks
 #: (one being decoded while the other is written).
 DEFAULT_BLOCK_BYTES = 32 * 1024**2
-#: The default per rank when several ranks write. Each block is one collective write; with
-#: rounds of a few chunks each rank's data stay in its core's cache while it is compressed
-#: and copied into the file (2 ranks, 600x AdK: zstd 6.5-7.3 s against 8.1-9.0 s with 32
-#: MiB; docs/performance.md).
+#: The default per rank when several ranks write. Each block is one collective write, and
+#: with rounds of a few chunks the ranks' copies into the page cache cost a seventh of the
+#: time they took with 32 MiB (2 ranks, 600x AdK, zstd: 6.5-7.3 s against 8.1-9.0 s;
+#: docs/performance.md).
 PARALLEL_BLOCK_BYTES = 2 * 1024**2
 
 
