@@ -494,6 +494,7 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
         comm, lfs_setstripe, plan.temporary, layout.stripe_count, layout.stripe_size
     )
     threads = encoding_threads(threads) if direct_chunk_writes(layout, comm) else None
+    block_bytes = block_bytes or default_block_bytes(comm.size)
     plan.provenance["mpi_io_hints"] = layout.mpi_hints() if comm.size > 1 else {}
     plan.provenance["compression_threads"] = threads
     comm.Barrier()
@@ -523,7 +524,7 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
         "topology": topology_written,
         "n_ranks": comm.size,
         "threads": threads,
-        "block_bytes": block_bytes or default_block_bytes(comm.size),
+        "block_bytes": block_bytes,
         "seconds": seconds,
         "frames_per_second": plan.n_frames / seconds if seconds > 0 else None,
         "bytes": size,

@@ -146,7 +146,7 @@ def test_segments_concatenate(comm, shared_tmp, adk_segments, block_bytes):
 
 @pytest.mark.mpi
 def test_default_block_size_by_rank_count(comm, shared_tmp, adk_segments):
-    """32 MiB blocks on one rank, 2 MiB per rank on several (several rounds here); frames intact."""
+    """32 MiB blocks on one rank, 2 MiB per rank on several; the frames come back intact."""
     from h5mdtool.convert import default_block_bytes
 
     output = os.path.join(shared_tmp, "blocks.h5md")
