@@ -17,7 +17,9 @@ import contextlib
 import functools
 import os
 import sys
+import threading
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -360,6 +362,39 @@ def threads_per_rank(comm):
         except (KeyError, ValueError):
             continue
     return max(1, total // ranks_here)
+
+
+#: Linux nice value of the thread that makes a pipeline's MPI calls when several ranks run
+#: (19, the lowest priority; see :func:`call_giving_way_to_workers`).
+WAITING_THREAD_NICE = 19
+
+
+def call_giving_way_to_workers(function, comm):
+    """Call *function* in a thread of the lowest priority when several ranks run; return its result.
+
+    Open MPI waits for the other ranks of a collective call by polling, and a rank bound to
+    one core polls on the core its own worker threads (decoding the next block of frames)
+    need. A thread of the lowest priority (Linux nice 19) gets that core only when no worker
+    wants it. Linux gives each thread its own nice value, and a thread may lower its own
+    priority without privileges but not raise it back, hence a thread of its own that ends
+    with the call; the caller's priority is untouched. Worker threads must be started before
+    the call: a thread inherits the priority of the thread that starts it.
+
+    On one rank, or where threads have no nice value of their own (not Linux), *function*
+    is called in the calling thread. Exceptions propagate to the caller.
+    """
+    if not is_parallel(comm) or not sys.platform.startswith("linux"):
+        return function()
+
+    def lowered():
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WAITING_THREAD_NICE)
+        except OSError:
+            pass
+        return function()
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="h5mdtool-mpi") as thread:
+        return thread.submit(lowered).result()
 
 
 def open_h5(path, mode, comm, hints=None, **kwargs):

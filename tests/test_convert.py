@@ -2,6 +2,7 @@
 
 import json
 import os
+import sys
 
 import h5py
 import MDAnalysis as mda
@@ -155,6 +156,58 @@ def test_default_block_size_by_rank_count(comm, shared_tmp, adk_segments):
     assert default_block_bytes(1) == 32 * 1024**2 and default_block_bytes(3) == 2 * 1024**2
     comm.Barrier()
     assert_same_trajectory(mda.Universe(adk_segments["whole"]), mda.Universe(output))
+
+
+def _nice():
+    """The Linux nice value of the calling thread."""
+    import threading
+
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+@pytest.mark.parametrize("compression", ["zstd", "none"])
+def test_compressed_writes_give_way_to_decoding_on_several_ranks(comm, shared_tmp, adk_segments, monkeypatch,
+                                                                 compression):
+    """On several ranks compressed writes run at nice 19, decoding at the caller's priority;
+    uncompressed writes, and everything on one rank, stay in the caller's thread. The
+    caller's priority is unchanged after; the frames come back intact."""
+    import threading
+
+    from h5mdtool.writer import TrajectoryWriter
+
+    caller = threading.get_native_id()
+    nice_before = _nice()
+    seen = {"write": set(), "prepare": set()}
+    for method in seen:
+        original = getattr(TrajectoryWriter, method)
+
+        def recorded(self, *args, _original=original, _method=method, **kwargs):
+            seen[_method].add((threading.get_native_id() == caller, _nice()))
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(TrajectoryWriter, method, recorded)
+    output = os.path.join(shared_tmp, "priority.h5md")
+    convert(adk_segments["whole"], output, comm=comm, progress=False, compression=compression, chunk_frames=3,
+            block_bytes=1)
+    assert _nice() == nice_before
+    assert seen["prepare"] == {(False, nice_before)}  # the decoding thread
+    if comm.size == 1 or compression == "none":
+        assert seen["write"] == {(True, nice_before)}
+    else:
+        assert seen["write"] == {(False, max(nice_before, 19))}
+    comm.Barrier()
+    assert_same_trajectory(mda.Universe(adk_segments["whole"]), mda.Universe(output))
+
+
+@pytest.mark.mpi
+def test_giving_way_to_workers_returns_and_raises(comm):
+    from h5mdtool.mpi import call_giving_way_to_workers
+
+    assert call_giving_way_to_workers(lambda: comm.allreduce(comm.rank + 1), comm) == comm.size * (comm.size + 1) // 2
+    with pytest.raises(ZeroDivisionError):
+        call_giving_way_to_workers(lambda: 1 / 0, comm)
 
 
 @pytest.mark.mpi
