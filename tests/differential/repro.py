@@ -95,7 +95,13 @@ def recipes():
     untimed.steps = timed.steps[-1:].copy()  # overlaps the last frame, dropped
     zero_cells_first, without_cells = _dcd(0), _dcd(3)  # steps 0-2, then 3-5
     zero_cells_first.extra["zero_cells"] = True
+    far = _xtc(n_frames=2, n_atoms=2)
+    far.positions[1, 0, 0] = 211138.0  # 2.1e11 fm: beyond int32
     return {
+        "precision-positions-beyond-int32": (
+            Case("convert", [far], NAMES[:2], {"precision": 0.0001}),
+            "an XTC coordinate of 211138 nm at --precision 0.0001 (int32 fm): refused in one line by "
+            "design (make fuzz case 249, seed 1375767528)"),
         "split-same-dcd-with-and-without-cells": (
             Case("split", [zero_cells_first, without_cells], NAMES, {"nparts": 1, "format": "same"}),
             "two DCD segments whose steps continue, the first with all-zero unit cells, the second "
