@@ -56,8 +56,9 @@ def test_expected_errors_allow_frames_a_coarse_precision_rounds_to_zero():
                                   "precision-positions-beyond-int32"])
 def test_harness_regressions_pass(tmp_path, name):
     """make fuzz cases 1633 (seed 3993108589), 1593 (seed 100494247), 1279 (seed
-    3846512740) and 249 (seed 1375767528), rebuilt by hand (tests/differential/repro.py): the product was right, the
-    harness's expectations were not; they pass serially, the command line included."""
+    3846512740) and 249 (seed 1375767528), rebuilt by hand (tests/differential/repro.py):
+    the product was right, the harness's expectations were not; they pass serially, the
+    command line included."""
     import io
 
     from .repro import recipes
