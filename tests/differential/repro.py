@@ -98,6 +98,11 @@ def recipes():
     far = _xtc(n_frames=2, n_atoms=2)
     far.positions[1, 0, 0] = 211138.0  # 2.1e11 fm: beyond int32
     return {
+        "bench-frames-h5md-fixed-box": (
+            Case("bench", [fixed_box], NAMES, {"select": "all", "ref_frame": -1, "engine": "frames",
+                                               "block_frames": 2, "input": "source"}),
+            "H5MD box/edges a fixed (3, 3) dataset, bench rmsd --engine frames: MDAnalysis cannot "
+            "read it, refused in one line (make fuzz case 496, seed 3731942123)"),
         "precision-positions-beyond-int32": (
             Case("convert", [far], NAMES[:2], {"precision": 0.0001}),
             "an XTC coordinate of 211138 nm at --precision 0.0001 (int32 fm): refused in one line by "

@@ -53,12 +53,13 @@ def test_expected_errors_allow_frames_a_coarse_precision_rounds_to_zero():
 @pytest.mark.parametrize("name", ["split-precision-rounds-frames-to-zero",
                                   "validate-against-segments-with-and-without-time",
                                   "split-same-dcd-with-and-without-cells",
-                                  "precision-positions-beyond-int32"])
+                                  "precision-positions-beyond-int32",
+                                  "bench-frames-h5md-fixed-box"])
 def test_harness_regressions_pass(tmp_path, name):
     """make fuzz cases 1633 (seed 3993108589), 1593 (seed 100494247), 1279 (seed
-    3846512740) and 249 (seed 1375767528), rebuilt by hand (tests/differential/repro.py):
-    the product was right, the harness's expectations were not; they pass serially, the
-    command line included."""
+    3846512740), 249 (seed 1375767528) and 496 (seed 3731942123), rebuilt by hand
+    (tests/differential/repro.py): the product was right, the harness's expectations were
+    not; they pass serially, the command line included."""
     import io
 
     from .repro import recipes
