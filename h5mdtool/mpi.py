@@ -381,7 +381,19 @@ def call_giving_way_to_workers(function, comm):
     the call: a thread inherits the priority of the thread that starts it.
 
     On one rank, or where threads have no nice value of their own (not Linux), *function*
-    is called in the calling thread. Exceptions propagate to the caller.
+    is called in the calling thread.
+
+    Parameters
+    ----------
+    function : callable
+        Called without arguments; it may make MPI and HDF5 calls (mpi4py's default thread
+        level, ``MPI_THREAD_MULTIPLE``, allows them from any thread).
+    comm : communicator
+
+    Returns
+    -------
+    object
+        What *function* returns; what it raises propagates to the caller.
     """
     if not is_parallel(comm) or not sys.platform.startswith("linux"):
         return function()
