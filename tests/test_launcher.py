@@ -1,0 +1,43 @@
+"""tools/mpirun.sh, the launcher the Makefile, the tests and the benchmarks use."""
+
+import glob
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import MPIRUN
+
+PRINT_PML = "import os; print(os.environ.get('OMPI_MCA_pml', '<unset>'))"
+FAST_NETWORK_DEVICES = ("/sys/class/infiniband/*", "/dev/hfi1*", "/dev/ipath*")
+
+
+def open_mpi():
+    try:
+        version = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout
+    except OSError:
+        return False
+    return "open mpi" in version.lower()
+
+
+pytestmark = pytest.mark.skipif(not open_mpi(), reason="tools/mpirun.sh sets the PML for Open MPI only")
+
+
+def pml_seen_by_ranks(ranks, environment):
+    done = subprocess.run([MPIRUN, "-n", str(ranks), sys.executable, "-c", PRINT_PML],
+                          capture_output=True, text=True, env=environment, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_ob1_asked_for_on_a_node_without_fast_network_devices():
+    if any(glob.glob(pattern) for pattern in FAST_NETWORK_DEVICES):
+        pytest.skip("this node has Omni-Path or InfiniBand devices: the PML is left to Open MPI")
+    environment = {k: v for k, v in os.environ.items() if k != "OMPI_MCA_pml"}
+    assert pml_seen_by_ranks(2, environment) == ["ob1", "ob1"]
+
+
+def test_the_users_own_pml_is_kept():
+    environment = dict(os.environ, OMPI_MCA_pml="^ucx")
+    assert pml_seen_by_ranks(2, environment) == ["^ucx", "^ucx"]
