@@ -15,7 +15,8 @@ FAST_NETWORK_DEVICES = ("/sys/class/infiniband/*", "/dev/hfi1*", "/dev/ipath*")
 
 def open_mpi():
     try:
-        version = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout
+        launcher = os.environ.get("MPIEXEC", "mpirun")  # as tools/mpirun.sh chooses it
+        version = subprocess.run([launcher, "--version"], capture_output=True, text=True).stdout
     except OSError:
         return False
     return "open mpi" in version.lower()
