@@ -272,9 +272,8 @@ def _write_group(writer, number, plan, reader, comm, bar, block_bytes, row_offse
 
         # A rank waiting for the others inside a compressed collective write polls; its
         # decoding thread should have the core. Uncompressed rounds are mostly copies under
-        # the output file's lock, which a preempted writer holds longer: 2 ranks with a core
-        # each took 7.5-7.9 s at nice 19 against 5.0-5.6 s (600x AdK; zstd 7.1-9.0 s
-        # against 7.5-11.3 s, --precision 0.001 5.9-6.5 s against 6.7-7.1 s).
+        # the output file's lock, which a preempted writer holds longer, so they keep their
+        # priority (measured both ways: docs/performance.md, convert).
         if plan.layout.filtered:
             call_giving_way_to_workers(write_rounds, comm)
         else:
