@@ -33,13 +33,18 @@ from .convert import ConvertPlan
 from .errors import InputError, OutputError, OverlapError, UsageError
 from .formats import check_trajectory, load_decoders, scan
 from .layout import Layout
-from .mpi import abort_unless_collective, cleanup_on_abort, entry_point, open_h5, require_parallel_h5py, root_call
-from .outputs import clone_file, publish, remove_quietly, temporary_name
+from .mpi import (abort_unless_collective, cleanup_on_abort, close_h5, closing_h5, discard_h5, entry_point, open_h5,
+                  require_parallel_h5py, root_call)
+from .outputs import (clone_file, is_write_failure, publish, remove_quietly, temporary_name, write_failure,
+                      write_failures_reported)
 from .progress import progress_bar
 from .provenance import base_record
 from .sanity import unit_of
 from .testhooks import delay
 from .writer import ELEMENT_NAMES, PARTICLES, PROVENANCE, TrajectoryWriter, read_provenance
+
+#: How a failure to write the working copy is reported: FILE itself was not touched.
+UNCHANGED = "left unchanged: the new frames cannot be written"
 
 #: Layout fields a file's provenance records, passed back to :class:`Layout`.
 LAYOUT_FIELDS = ("chunk_frames", "compression", "compression_level", "shuffle", "precision",
@@ -183,7 +188,7 @@ def _publish(copy, target, summary):
     """Rank 0: record the append in the copy's provenance, then rename the copy over FILE."""
     import h5py
 
-    with h5py.File(copy, "r+") as handle:
+    with write_failures_reported(copy, target, UNCHANGED), closing_h5(h5py.File(copy, "r+")) as handle:
         record = read_provenance(handle)
         record.setdefault("appends", []).append(summary)
         handle[PROVENANCE].attrs["json"] = json.dumps(record, sort_keys=True, default=str)
@@ -191,7 +196,7 @@ def _publish(copy, target, summary):
     publish(copy, target)
 
 
-def _extend(plan, groups, comm, bar, block_bytes):
+def _extend(plan, groups, comm, bar, block_bytes, target):
     """Collective: grow the copy's datasets and write the new frames (after FILE's last full chunk)."""
     from .convert import _write_group
     from .formats import TrajectoryReader
@@ -204,11 +209,17 @@ def _extend(plan, groups, comm, bar, block_bytes):
             for number, (_, _, _, n_rows) in enumerate(groups):
                 n_lead = len(plan.lead[number]["step"])
                 _write_group(writer, number, plan, reader, comm, bar, block_bytes, row_offset=n_rows - n_lead)
+        opened, h5file = h5file, None
+        close_h5(opened)  # writes HDF5's metadata, which a full disk can refuse too
     except BaseException as error:
-        abort_unless_collective(comm, error)
-        h5file.close()
-        raise
-    h5file.close()
+        failure = (OutputError(write_failure(error, plan.temporary, target, UNCHANGED)) if is_write_failure(error)
+                   else error)
+        abort_unless_collective(comm, failure)
+        if h5file is not None:
+            discard_h5(h5file, plan.temporary, comm)
+        if failure is error:
+            raise
+        raise failure from None
 
 
 @entry_point
@@ -259,7 +270,7 @@ def append(inputs, target, *, comm=None, on_overlap="error", on_truncated="error
     with cleanup_on_abort(lambda: remove_quietly(plan.temporary)):
         summary["copy"] = root_call(comm, _clone, target, plan.temporary)
         with progress_bar(sum(added), "append", comm, enabled=progress) as bar:
-            _extend(plan, groups, comm, bar, block_bytes)
+            _extend(plan, groups, comm, bar, block_bytes, target)
         root_call(comm, _publish, plan.temporary, target, summary)
     return {
         "target": plan.output,

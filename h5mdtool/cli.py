@@ -18,7 +18,7 @@ import click
 from . import __version__, interrupts
 from .errors import H5mdToolError
 from .heap import keep_freed_heap
-from .mpi import debug_enabled
+from .mpi import debug_enabled, hdf5_exit_is_unsafe
 
 
 def _rank():
@@ -203,6 +203,32 @@ def main(argv=None):
             sys.stdout.flush()  # output still buffered: the reader may be gone by now
         except BrokenPipeError:
             stop_on_closed_output()
+        if hdf5_exit_is_unsafe():
+            interrupts.settle()
+            leave_without_hdf5_exit_handler(ending.code)
         raise ending
     finally:
         interrupts.settle()  # a signal that arrived while finishing still ends the run as one
+
+
+def leave_without_hdf5_exit_handler(code):
+    """End the process without running HDF5's exit handler, which would crash.
+
+    After HDF5 failed to close a file (its metadata could not be written: a full disk),
+    HDF5 1.10.8 crashes with a segmentation fault when its exit handler closes that file
+    again, after the error was reported. Every output was already removed by then; MPI is
+    finalized (the error reached every rank, or the job was aborted before this point).
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    module = sys.modules.get("mpi4py.MPI")
+    if module is not None and module.Is_initialized() and not module.Is_finalized():
+        module.Finalize()
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        code = 1
+    os._exit(code)

@@ -29,13 +29,16 @@ from .mpi import (
     capture_errors,
     chunk_aligned_slices,
     cleanup_on_abort,
+    close_h5,
+    discard_h5,
     entry_point,
     is_parallel,
     open_h5,
     require_parallel_h5py,
     root_call,
 )
-from .outputs import check_output_file, lfs_setstripe, preallocate, publish, remove_quietly, temporary_name
+from .outputs import (check_output_file, is_write_failure, lfs_setstripe, preallocate, publish, remove_quietly,
+                      temporary_name, write_failure, write_failures_reported)
 from .progress import progress_bar
 from .provenance import base_record
 from .testhooks import delay
@@ -327,14 +330,17 @@ def write_h5md_file(path, plan, *, comm, bar, block_bytes=None, author=None, lab
             for number in range(len(plan.groups)):
                 _write_group(writer, number, plan, reader, comm, bar, block_bytes)
         writer.close()
-    except OSError as error:  # HDF5 failing to write (a full disk...): say so of the output, not the temporary
-        failure = OutputError(f"{label}: cannot be written ({reason(error).replace(path, label)})")
+        writer = None
+        # closing writes HDF5's metadata, which a full disk can refuse too
+        opened, h5file = h5file, None
+        close_h5(opened)
+    except BaseException as error:
+        if not is_write_failure(error):
+            _discard(comm, error, h5file, writer, path)
+            raise
+        failure = OutputError(write_failure(error, path, label))  # of the output, not the temporary
         _discard(comm, failure, h5file, writer, path)
         raise failure from None
-    except BaseException as error:
-        _discard(comm, error, h5file, writer, path)
-        raise
-    h5file.close()
 
 
 def direct_chunk_writes(layout, comm):
@@ -368,12 +374,10 @@ def _create(path, plan, comm, label, author):
             itemsize = np.dtype(plan.index.dtype).itemsize
             data = sum(n * plan.n_atoms * 3 * itemsize * len([f for f in fields if f != "box"])
                        for fields, n in element_sizes)
-            if comm.rank == 0:
-                preallocate(path, data)
-            comm.Barrier()
+            root_call(comm, preallocate, path, data, label)
     except BaseException as error:
         abort_unless_collective(comm, error)
-        h5file.close()
+        discard_h5(h5file, path, comm)
         raise
     return h5file, writer
 
@@ -383,10 +387,7 @@ def _discard(comm, error, h5file, writer, path):
     abort_unless_collective(comm, error)
     if writer is not None:
         writer.close()
-    if h5file is not None:
-        h5file.close()
-    if comm.rank == 0:
-        remove_quietly(path)
+    discard_h5(h5file, path, comm)
 
 
 @entry_point
@@ -547,9 +548,10 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
 
 def _finish(plan, author):
     """Rank 0, once every rank has closed the file: carry over H5MD content, the topology, publish."""
-    relayout = _carry_over(plan, author)
-    topology = None
-    if plan.topology is not None:
-        topology = write_topology(plan.temporary, load_topology(plan.topology), plan.atom_indices, plan.topology)
+    with write_failures_reported(plan.temporary, plan.output):
+        relayout = _carry_over(plan, author)
+        topology = None
+        if plan.topology is not None:
+            topology = write_topology(plan.temporary, load_topology(plan.topology), plan.atom_indices, plan.topology)
     publish(plan.temporary, plan.output)
     return relayout, topology

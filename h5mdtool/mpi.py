@@ -434,6 +434,72 @@ def open_h5(path, mode, comm, hints=None, **kwargs):
     return h5py.File(path, mode, **kwargs)
 
 
+#: h5py files that HDF5 failed to close (its metadata could not be written: a full disk).
+#: HDF5 1.10.8 leaves such a file half closed and crashes (``H5F__close_cb``) when anything
+#: closes it again: h5py freeing the object, or HDF5's own exit handler. They are kept here,
+#: never closed again, and the command line ends without HDF5's exit handler
+#: (:func:`hdf5_exit_is_unsafe`).
+_half_closed = []
+
+
+def close_h5(h5file):
+    """Close *h5file* (collective under MPI-IO); if HDF5 fails, the file is never closed again.
+
+    Raises
+    ------
+    OSError or RuntimeError
+        HDF5's failure to write what it holds in memory (a full disk, for one).
+    """
+    try:
+        h5file.close()
+    except Exception:
+        _half_closed.append(h5file)
+        with contextlib.suppress(Exception):
+            h5file.id.locked = True  # h5py must not close it when the object goes
+        raise
+
+
+@contextlib.contextmanager
+def closing_h5(h5file):
+    """``with closing_h5(h5py.File(...)) as f:`` closes *f* with :func:`close_h5`.
+
+    A failure to close is raised unless the block itself raised (its error is the news).
+    """
+    try:
+        yield h5file
+    except BaseException:
+        with contextlib.suppress(Exception):
+            close_h5(h5file)
+        raise
+    close_h5(h5file)
+
+
+def discard_h5(h5file, path, comm):
+    """Close and remove the output file *path* abandoned after an error (collective).
+
+    Its bytes are dropped first (truncated to nothing), so that the metadata HDF5 writes
+    while closing finds room even when the error was a full disk. *h5file* may be None
+    (never opened).
+    """
+    from .outputs import remove_quietly
+
+    if h5file is not None:
+        if comm.rank == 0:
+            with contextlib.suppress(OSError):
+                os.truncate(path, 0)
+        if is_parallel(comm):
+            comm.Barrier()
+        with contextlib.suppress(Exception):
+            close_h5(h5file)
+    if comm.rank == 0:
+        remove_quietly(path)
+
+
+def hdf5_exit_is_unsafe():
+    """True when HDF5 failed to close a file: its exit handler would crash on it."""
+    return bool(_half_closed)
+
+
 def mpi_library_version():
     """Short description of the MPI library, or None when mpi4py is not loaded."""
     module = sys.modules.get("mpi4py.MPI")

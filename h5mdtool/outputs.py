@@ -7,9 +7,11 @@ nor publishes a half-cleaned one.
 """
 
 import contextlib
+import errno
 import functools
 import glob
 import os
+import re
 import shutil
 import sys
 import uuid
@@ -302,7 +304,12 @@ def _fallocate():
     return fallocate
 
 
-def preallocate(path, nbytes):
+#: ``errno`` values that mean an output does not fit: a full file system, a disk quota, the
+#: process's file size limit (``ulimit -f``).
+NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def preallocate(path, nbytes, label=None):
     """Reserve the first *nbytes* of *path* on disk with Linux ``fallocate(2)`` (mode 0).
 
     A full disk then fails before any frame is decoded, and the writes fill blocks that are
@@ -316,6 +323,11 @@ def preallocate(path, nbytes):
     -------
     bool
         Whether the space was reserved.
+
+    Raises
+    ------
+    OutputError
+        When the space is not there (:data:`NO_ROOM`); messages name *label* (default *path*).
     """
     if nbytes <= 0 or not sys.platform.startswith("linux"):
         return False
@@ -327,9 +339,69 @@ def preallocate(path, nbytes):
     except OSError:
         return False
     try:
-        return fallocate(descriptor, 0, 0, int(nbytes)) == 0
+        if fallocate(descriptor, 0, 0, int(nbytes)) == 0:
+            return True
+        import ctypes
+
+        failure = ctypes.get_errno()
     finally:
         os.close(descriptor)
+    if failure in NO_ROOM:
+        from .lint import human
+
+        raise OutputError(f"{label or path}: cannot reserve the {human(nbytes)} it needs ({os.strerror(failure)}; "
+                          f"{free_space(path)} free on its file system)")
+    return False
+
+
+def free_space(path):
+    """Space left to an unprivileged user on the file system of *path*, for messages ("?" if unknown)."""
+    from .lint import human
+
+    try:
+        stat = os.statvfs(os.path.dirname(os.path.abspath(path)))
+    except OSError:
+        return "?"
+    return human(stat.f_bavail * stat.f_frsize)
+
+
+def is_write_failure(error):
+    """True for an error of writing a file: an ``OSError``, or HDF5's failure to write its
+    cached data, which h5py raises as ``RuntimeError`` ("Unable to flush cached data ...
+    (file write failed)")."""
+    return isinstance(error, OSError) or (isinstance(error, RuntimeError) and "write failed" in str(error))
+
+
+@contextlib.contextmanager
+def write_failures_reported(path, label, action="cannot be written"):
+    """Turn a failure to write *path* inside the block into an :class:`OutputError` (see :func:`write_failure`)."""
+    try:
+        yield
+    except (OSError, RuntimeError) as error:
+        if not is_write_failure(error):
+            raise
+        raise OutputError(write_failure(error, path, label, action)) from None
+
+
+def write_failure(error, path, label=None, action="cannot be written"):
+    """One line saying why writing *path* failed: "LABEL: ACTION (why; free space)".
+
+    *label* names the final output instead of the temporary *path*.
+
+    HDF5's messages of a failed system call carry a time stamp, the buffer's address and
+    the system's own message; this keeps the system's message (or the first line), and
+    adds the free space, which is what a user checks first.
+    """
+    text = str(error)
+    found = re.search(r"error message = '([^']*)'", text)
+    if found:
+        why = found.group(1)
+    elif isinstance(error, OSError) and error.errno in NO_ROOM:
+        why = os.strerror(error.errno)
+    else:
+        why = (text.strip() or type(error).__name__).splitlines()[0]
+    why = why.replace(os.fspath(path), label) if label else why
+    return f"{label or path}: {action} ({why}; {free_space(path)} free on its file system)"
 
 
 #: Linux ioctl that shares a file's blocks with another (copy-on-write file systems: XFS, Btrfs).

@@ -20,6 +20,7 @@ import json
 
 import numpy as np
 
+from .mpi import closing_h5
 from .writer import PARTICLES, PROVENANCE, fixed_ascii_array
 
 #: Elements of the particle group that convert writes itself.
@@ -232,7 +233,7 @@ def carry_over(source, destination, particle_group, steps=None, atoms=None, n_at
     """
     import h5py
 
-    with h5py.File(source, "r") as src, h5py.File(destination, "r+") as dst:
+    with h5py.File(source, "r") as src, closing_h5(h5py.File(destination, "r+")) as dst:
         copier = _Copier(src, dst, steps, atoms, n_atoms, layout)
         creator = {k: _text(v) for k, v in src["h5md/creator"].attrs.items()} if "h5md/creator" in src else {}
         if "h5md/author" in src and not keep_author:

@@ -30,7 +30,8 @@ from .interrupts import exclusive
 from .layout import Layout
 from .manifest import MANIFEST_KIND, MANIFEST_NAME, write_manifest
 from .mpi import SerialComm, agree, balanced_slices, capture_errors, cleanup_on_abort, entry_point, root_call
-from .outputs import check_output_directory, hidden_directory_inside, preallocate, publish_into, remove_quietly
+from .outputs import (check_output_directory, hidden_directory_inside, preallocate, publish_into, remove_quietly,
+                      write_failures_reported)
 from .progress import progress_bar
 from .provenance import base_record
 from .atomselect import resolve_atoms
@@ -369,7 +370,7 @@ def _xdr_byte_range(segment, first, last):
     return int(segment.offsets[first]), int(segment.offsets[last + 1])
 
 
-def _write_dcd_part(path, plan, frames):
+def _write_dcd_part(path, plan, frames, label):
     """A DCD part: its first segment's header with NSET, ISTART, NSAVC and NSTEP patched, then frames.
 
     :func:`_check_dcd_part` made sure every segment of the part shares that header and the
@@ -384,7 +385,7 @@ def _write_dcd_part(path, plan, frames):
     struct.pack_into(header.order + "iii", head, 8, n_frames, _dcd_step(plan.index.segments[number], first), nsavc)
     struct.pack_into(header.order + "i", head, 20, n_frames * nsavc)
     with open(path, "wb") as target:
-        preallocate(path, header.header_size + n_frames * header.frame_size)
+        preallocate(path, header.header_size + n_frames * header.frame_size, label)
         target.write(head)
         for number, first, last in runs:
             own = plan.dcd_headers[number]
@@ -394,18 +395,18 @@ def _write_dcd_part(path, plan, frames):
                             own.header_size + (last + 1) * own.frame_size)
 
 
-def _write_xdr_part(path, plan, frames):
+def _write_xdr_part(path, plan, frames, label):
     runs = _runs(plan.index, frames)
     ranges = [_xdr_byte_range(plan.index.segments[number], first, last) for number, first, last in runs]
     with open(path, "wb") as target:
-        preallocate(path, sum(end - begin for begin, end in ranges))
+        preallocate(path, sum(end - begin for begin, end in ranges), label)
         for (number, _, _), (begin, end) in zip(runs, ranges):
             with open(plan.index.segments[number].path, "rb") as source:
                 target.flush()
                 _copy_range(source, target, begin, end)
 
 
-def _write_h5md_part(path, plan, number):
+def _write_h5md_part(path, plan, number, label):
     start, stop = plan.parts[number]
     frames = plan.part_frames(number)
     groups = plan.index.element_groups(frames, plan.fields)
@@ -414,7 +415,7 @@ def _write_h5md_part(path, plan, number):
         index=plan.index, layout=plan.layout, frames=frames, atom_indices=plan.atom_indices,
         groups=groups, temporary=path, output=path, provenance=record,
     )
-    write_h5md_file(path, part_plan, comm=SerialComm(), bar=_Silent())
+    write_h5md_file(path, part_plan, comm=SerialComm(), bar=_Silent(), label=label)
     segments = plan.index.segments
     if len(segments) == 1 and segments[0].format == "H5MD":
         from .relayout import carry_over
@@ -446,16 +447,15 @@ def _write_part(plan, number):
     """Write part *number* into the temporary directory; return its size and clock."""
     frames = plan.part_frames(number)
     path = os.path.join(plan.temporary, plan.names[number])
-    try:
+    label = os.path.join(plan.output, plan.names[number])
+    with write_failures_reported(path, label):
         if plan.part_format == "H5MD":
-            _write_h5md_part(path, plan, number)
+            _write_h5md_part(path, plan, number, label)
         elif plan.part_format == "DCD":
-            _write_dcd_part(path, plan, frames)
+            _write_dcd_part(path, plan, frames, label)
         else:
-            _write_xdr_part(path, plan, frames)
+            _write_xdr_part(path, plan, frames, label)
         size = os.path.getsize(path)
-    except OSError as error:
-        raise OutputError(f"writing {plan.names[number]} failed: {error}") from None
     return dict(bytes=size, **_part_clock(plan.index, frames))
 
 

@@ -27,7 +27,8 @@ import warnings
 
 import numpy as np
 
-from .errors import InputError, UsageError
+from .errors import InputError, OutputError, UsageError
+from .mpi import closing_h5
 
 VMD = "parameters/vmd_structure"
 PARTICLES = "particles/trajectory"
@@ -240,7 +241,7 @@ def write_topology(path, universe, atom_indices=None, topology_path=None):
     import h5py
 
     record = topology_record(universe, atom_indices)
-    with h5py.File(path, "r+") as handle:
+    with closing_h5(h5py.File(path, "r+")) as handle:
         group = handle[PARTICLES]
         for name in ("species", "mass", "charge", "id"):
             if name in group:
@@ -346,7 +347,7 @@ def write_topology_file(h5md_path, output, format=None, frame=0, force=False):
     UsageError
         For an unknown output format.
     """
-    from .outputs import check_output_file, publish, remove_quietly, temporary_name
+    from .outputs import check_output_file, is_write_failure, publish, remove_quietly, temporary_name, write_failure
 
     fmt = (format or os.path.splitext(output)[1].lstrip(".")).lower()
     if fmt not in TOPOLOGY_FORMATS:
@@ -370,6 +371,8 @@ def write_topology_file(h5md_path, output, format=None, frame=0, force=False):
         publish(temporary, output)
     except Exception as error:  # noqa: BLE001 - MDAnalysis writers raise many types
         remove_quietly(temporary)
+        if is_write_failure(error):
+            raise OutputError(write_failure(error, temporary, output)) from None
         raise InputError(f"{output}: MDAnalysis cannot write this topology as {fmt.upper()} ({_reason(error)})") from None
     return {"output": os.path.abspath(output), "format": fmt, "atoms": len(universe.atoms),
             "residues": len(universe.residues)}

@@ -37,11 +37,12 @@ def _check_outputs(outputs, inputs, force, plot_path):
 
 def _write(path, write):
     """Call ``write(temporary_path)``, then move the complete file to *path*."""
-    from ..outputs import publish, remove_quietly, temporary_name
+    from ..outputs import publish, remove_quietly, temporary_name, write_failures_reported
 
     temporary = temporary_name(path)
     try:
-        write(temporary)
+        with write_failures_reported(temporary, path):
+            write(temporary)
         publish(temporary, path)
     except BaseException:
         remove_quietly(temporary)
