@@ -14,7 +14,6 @@ bounded blocks of whole chunks. Nothing is read that the file only declares (see
 links or external raw data (MDAnalysis would follow them).
 """
 
-import json
 import os
 import re
 import sys
@@ -23,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import lint, sanity
-from .errors import H5mdToolError, InputError, UnreadableError, UsageError
+from .errors import H5mdToolError, UnreadableError, UsageError
 from .h5access import (Access, heartbeat, integers, is_dataset, is_group, isolated, join_path, keeps_data_elsewhere,
                        open_hdf5, reason, text_of)
 from .findings import FileReport, ValidationReport
@@ -716,7 +715,7 @@ class MDAnalysisProfile:
             self.add("MDA001", "/particles", "no particle group in /particles: MDAnalysis reads the first one")
             return None, None
         if "trajectory" not in names:
-            self.add("MDA012", f"/particles/{names[0]}", f"MDAnalysis reads this group (the first listed); Universe(FILE) without a topology needs /particles/trajectory")
+            self.add("MDA012", f"/particles/{names[0]}", "MDAnalysis reads this group (the first listed); Universe(FILE) without a topology needs /particles/trajectory")
         elif names[0] != "trajectory":
             self.add("MDA006", "/particles", f"MDAnalysis reads the first group listed, here {names[0]!r}, not 'trajectory'")
         path = f"/particles/{names[0]}"

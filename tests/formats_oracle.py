@@ -45,7 +45,6 @@ def source_frames(path, format=None, step=None, **kwargs):
 
 def compare_output(output, frames, fields=("positions", "velocities", "forces")):
     """Assert that the H5MD *output* holds *frames* (from :func:`source_frames`)."""
-    from MDAnalysis.coordinates.H5MD import H5MDReader
 
     with h5py.File(output, "r") as handle:
         steps = handle[f"{TRAJ}/position/step"][()]

@@ -1,6 +1,5 @@
 """h5mdtool convert: round trips through MDAnalysis's own readers, layout, MPI splits."""
 
-import json
 import os
 import sys
 

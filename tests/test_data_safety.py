@@ -612,7 +612,6 @@ def test_locked_h5md_input_gets_a_clear_message(tmp_path, adk):
     """Issue 14: a file another process holds open for writing is named as locked, with the switch."""
     import subprocess
     import sys
-    import time
 
     source = str(tmp_path / "held.h5md")
     convert(adk[1], source, stop=2, progress=False)

@@ -2,7 +2,6 @@
 H5MDWriter, hand-written files with fixed step/time and every box form, several particle
 groups, filters that are not available; info's printing, pipes and its fix command."""
 
-import json
 import os
 import shutil
 import subprocess

@@ -23,7 +23,7 @@ import re
 import numpy as np
 
 from ..errors import InputError
-from .base import Format, Segment, file_stat, hdf5_open_error, reason
+from .base import Format, Segment, file_stat, hdf5_open_error
 
 #: H5MD element -> (h5mdtool field, unit kind).
 ELEMENTS = {"position": ("positions", "length"), "velocity": ("velocities", "speed"), "force": ("forces", "force")}
