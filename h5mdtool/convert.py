@@ -15,7 +15,6 @@ import numpy as np
 
 from .codecs import codec
 from .errors import InputError, OutputError
-from .formats.base import reason
 from .formats import check_trajectory, load_decoders, scan
 from .frametimes import check_one_selection, describe_frames, select_trajectory_frames
 from .atomselect import resolve_atoms
@@ -38,7 +37,7 @@ from .mpi import (
     root_call,
 )
 from .outputs import (check_output_file, is_write_failure, lfs_setstripe, preallocate, publish, remove_quietly,
-                      temporary_name, write_failure, write_failures_reported)
+                      system_reason, temporary_name, write_failure, write_failures_reported)
 from .progress import progress_bar
 from .provenance import base_record
 from .testhooks import delay
@@ -360,7 +359,7 @@ def _create(path, plan, comm, label, author):
         h5file = open_h5(path, "w", comm, hints=layout.mpi_hints(), libver=LIBVER, rdcc_nbytes=0,
                          **layout.file_options())
     except OSError as error:
-        raise OutputError(f"{label}: cannot be created ({reason(error).replace(path, label)})") from None
+        raise OutputError(f"{label}: cannot be created ({system_reason(error).replace(path, label)})") from None
     try:
         write_h5md_metadata(h5file, plan.provenance["h5mdtool_version"], author)
         write_provenance(h5file, plan.provenance)

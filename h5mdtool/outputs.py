@@ -139,9 +139,29 @@ def temporary_name(path):
     if the command line is stopped by a signal, the file there is removed.
     """
     directory, name = os.path.split(os.path.abspath(path))
-    temporary = os.path.join(directory, f".{name}.h5mdtool-{uuid.uuid4().hex[:12]}.tmp")
+    token = uuid.uuid4().hex[:12]
+    # the output's own name is shortened when needed: a name the file system accepts must
+    # not fail as a temporary, nor once claimed for removal (remove_quietly appends to it)
+    room = _name_max(directory) - len(f"..h5mdtool-{token}.tmp") - _CLAIM_LENGTH
+    temporary = os.path.join(directory, f".{_shortened(name, room)}.h5mdtool-{token}.tmp")
     _pending.add(temporary)
     return temporary
+
+
+def _name_max(directory):
+    """Longest file name, in bytes, that the file system of *directory* accepts."""
+    try:
+        return os.pathconf(directory, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
+
+
+def _shortened(name, limit):
+    """*name* cut to at most *limit* bytes once encoded (never inside a character)."""
+    encoded = os.fsencode(name)
+    if len(encoded) <= limit:
+        return name
+    return os.fsdecode(encoded[:max(limit, 0)].decode("utf-8", "ignore").encode("utf-8"))
 
 
 def remove_pending_temporaries():
@@ -161,6 +181,8 @@ def remove_pending_temporaries():
 
 #: Suffix of a temporary claimed for removal by one process (followed by its id).
 CLAIMED = ".removing-"
+#: Longest suffix :func:`remove_quietly` appends: CLAIMED, a process id, "-", 6 hex digits.
+_CLAIM_LENGTH = len(CLAIMED) + 10 + 1 + 6
 
 
 def hidden_directory_inside(directory):
@@ -386,22 +408,27 @@ def write_failures_reported(path, label, action="cannot be written"):
 def write_failure(error, path, label=None, action="cannot be written"):
     """One line saying why writing *path* failed: "LABEL: ACTION (why; free space)".
 
-    *label* names the final output instead of the temporary *path*.
+    *label* names the final output instead of the temporary *path*. The free space is what
+    a user checks first.
+    """
+    why = system_reason(error)
+    why = why.replace(os.fspath(path), label) if label else why
+    return f"{label or path}: {action} ({why}; {free_space(path)} free on its file system)"
 
-    HDF5's messages of a failed system call carry a time stamp, the buffer's address and
-    the system's own message; this keeps the system's message (or the first line), and
-    adds the free space, which is what a user checks first.
+
+def system_reason(error):
+    """The system's reason for a failed file operation, from an ``OSError`` or HDF5's message.
+
+    HDF5's messages of a failed system call carry a time stamp, a buffer's address and the
+    system's own message; this keeps the system's message (or else the first line).
     """
     text = str(error)
     found = re.search(r"error message = '([^']*)'", text)
     if found:
-        why = found.group(1)
-    elif isinstance(error, OSError) and error.errno in NO_ROOM:
-        why = os.strerror(error.errno)
-    else:
-        why = (text.strip() or type(error).__name__).splitlines()[0]
-    why = why.replace(os.fspath(path), label) if label else why
-    return f"{label or path}: {action} ({why}; {free_space(path)} free on its file system)"
+        return found.group(1)
+    if isinstance(error, OSError) and error.errno in NO_ROOM:
+        return os.strerror(error.errno)
+    return (text.strip() or type(error).__name__).splitlines()[0]
 
 
 #: Linux ioctl that shares a file's blocks with another (copy-on-write file systems: XFS, Btrfs).

@@ -115,6 +115,24 @@ def test_output_directory_missing(tmp_path, adk):
     assert result.exit_code == 1 and "does not exist" in result.output
 
 
+@pytest.mark.parametrize("name", ["a" * 250 + ".h5md", "ü" * 122 + ".h5md"])
+def test_longest_output_names_are_written(tmp_path, adk, name):
+    """An output name the file system accepts (up to 255 bytes) must not fail as a temporary,
+    which adds a hidden prefix and a unique suffix to it; interrupted, it is still removed."""
+    from h5mdtool import outputs
+
+    output = tmp_path / name
+    result = invoke("convert", adk[1], "-o", str(output), "--stop", "3", "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert sorted(os.listdir(tmp_path)) == [name]
+    temporary = outputs.temporary_name(str(tmp_path / name))
+    assert len(os.fsencode(os.path.basename(temporary))) + outputs._CLAIM_LENGTH <= 255
+    with open(temporary, "wb"):
+        pass
+    assert outputs.remove_pending_temporaries() == (True, True)
+    assert sorted(os.listdir(tmp_path)) == [name]
+
+
 @pytest.mark.parametrize(
     "args",
     [["--contiguous", "--compression", "gzip"], ["--compression", "lzf", "--compression-level", "2"],
