@@ -33,6 +33,14 @@ FLAG_REVERSE = 0x0100
 NOT_THREAD_SAFE = frozenset({32017, 32024})
 
 
+class DamagedChunk(OSError):
+    """A stored chunk that its filters cannot decode; *row* is the first dataset row asked of it."""
+
+    def __init__(self, message, row):
+        super().__init__(message)
+        self.row = row
+
+
 class UnsupportedPipeline(Exception):
     """The pipeline holds a filter that can only run inside HDF5 (lzf, scale-offset, nbit...)."""
 
@@ -379,7 +387,7 @@ class ChunkReader:
                     return
                 first, last = max(start, corner), min(stop, corner + rows)
                 pending.append(self.pool.submit(_decode_rows, pipeline, stored, mask, dataset.dtype, shape,
-                                                first - corner, last - corner, span, out[first - start:last - start]))
+                                                corner, first, last, span, out[first - start:last - start]))
         finally:
             errors = [future.exception() for future in pending]
         for error in errors:
@@ -390,9 +398,9 @@ class ChunkReader:
 _SCRATCH = threading.local()
 
 
-def _decode_rows(pipeline, stored, mask, dtype, shape, first, last, span, out):
-    """Decode one chunk (into this thread's reused scratch array) and copy its rows
-    ``first:last`` and atoms *span* into *out*."""
+def _decode_rows(pipeline, stored, mask, dtype, shape, corner, first, last, span, out):
+    """Decode the chunk at row *corner* (into this thread's reused scratch array) and copy
+    its dataset rows ``first:last`` and atoms *span* into *out*."""
     size = int(np.prod(shape)) * dtype.itemsize
     scratch = getattr(_SCRATCH, "array", None)
     if scratch is None or scratch.size != size:
@@ -400,7 +408,7 @@ def _decode_rows(pipeline, stored, mask, dtype, shape, first, last, span, out):
     try:
         data = pipeline.decode(stored, mask, out=scratch)
     except RuntimeError as error:
-        raise OSError(f"cannot decompress a chunk ({error})") from None
+        raise DamagedChunk(f"cannot decompress a chunk ({error})", first) from None
     if data.size != size:
-        raise OSError(f"a chunk decompresses to {data.size} bytes, not the {size} of its shape")
-    out[...] = data.view(dtype).reshape(shape)[first:last, span[0]:span[1]]
+        raise DamagedChunk(f"a chunk decompresses to {data.size} bytes, not the {size} of its shape", first)
+    out[...] = data.view(dtype).reshape(shape)[first - corner:last - corner, span[0]:span[1]]

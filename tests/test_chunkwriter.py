@@ -311,6 +311,45 @@ def test_chunk_reader_reports_a_corrupt_chunk(tmp_path, compression):
     reader.close()
 
 
+@pytest.fixture(scope="module")
+def zstd_adk(tmp_path_factory, adk):
+    """The AdK trajectory with zstd in 4-frame chunks, for damaging copies of it."""
+    path = str(tmp_path_factory.mktemp("damaged") / "zstd.h5md")
+    convert(adk[1], path, compression="zstd", chunk_frames=4, progress=False)
+    return path
+
+
+@pytest.mark.parametrize("ranks", [None, 2, 3])
+@pytest.mark.parametrize("chunk", [7, 24])
+def test_damaged_chunk_named_by_its_first_frame(tmp_path, adk, zstd_adk, chunk, ranks):
+    """The message names the first frame that cannot be read, on any number of ranks (under
+    MPI bench rmsd named the first frame of the block it was reading)."""
+    from conftest import run_h5mdtool
+
+    path = str(tmp_path / "damaged.h5md")
+    with open(zstd_adk, "rb") as source, open(path, "wb") as target:
+        target.write(source.read())
+    with h5py.File(path, "r+") as handle:
+        dataset = handle["particles/trajectory/position/value"]
+        mask, stored = dataset.id.read_direct_chunk((4 * chunk, 0, 0))
+        dataset.id.write_direct_chunk((4 * chunk, 0, 0), stored[: len(stored) // 2], filter_mask=mask)
+    with h5py.File(path, "r") as handle:  # the oracle: HDF5 reading frame by frame
+        dataset = handle["particles/trajectory/position/value"]
+        unreadable = []
+        for frame in range(dataset.shape[0]):
+            try:
+                dataset[frame]
+            except OSError:
+                unreadable.append(frame)
+    assert unreadable[0] == 4 * chunk
+    for args in (["bench", "rmsd", path, "-t", adk[0], "--no-progress"],
+                 ["convert", path, "-o", str(tmp_path / "copy.h5md"), "--no-progress"]):
+        done = run_h5mdtool(args, ranks=ranks)
+        assert done.returncode == 1, done.stderr
+        assert f"cannot read H5MD frame {unreadable[0]} (cannot decompress a chunk" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+
+
 def test_encoding_threads_are_opt_in(tmp_path, adk):
     """HDF5's filters by default (faster on the machine measured: docs/performance.md); --threads as given."""
     assert encoding_threads() is None and encoding_threads(1) == 1 and encoding_threads(4) == 4

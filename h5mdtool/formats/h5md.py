@@ -339,6 +339,7 @@ class H5MDFormat(Format):
         details = self.segment.details
         count = len(frames)
         rows = slice(row, row + count)
+        element_rows = None
         try:
             for name in fields:
                 element = details["elements"][name]
@@ -359,12 +360,22 @@ class H5MDFormat(Format):
         except InputError:
             raise
         except (OSError, ValueError, KeyError, TypeError) as error:
-            raise self.error(self._first_unreadable(frames, block, row, fields), error) from None
+            raise self.error(self._first_unreadable(frames, block, row, fields, element_rows, error), error) from None
         return row + count
 
-    def _first_unreadable(self, frames, block, row, fields):
-        """The first of *frames* that cannot be read on its own (a damaged chunk), for the message."""
-        if len(frames) > 1 and self.comm_size == 1:  # independent reads only: never under MPI-IO
+    def _first_unreadable(self, frames, block, row, fields, element_rows, error):
+        """The first of *frames* that cannot be read (a damaged chunk), for the message.
+
+        h5mdtool's chunk reader names the first row it asked of the chunk it could not
+        decode; otherwise a serial reader reads each frame on its own.
+        """
+        from ..chunkcodec import DamagedChunk
+
+        if isinstance(error, DamagedChunk) and element_rows is not None:
+            where = int(np.searchsorted(element_rows, error.row))
+            if where < len(frames):
+                return frames[where]
+        if len(frames) > 1 and self.comm_size == 1:
             for frame in frames:
                 try:
                     self.read_frames(np.array([frame]), block, row, fields)
