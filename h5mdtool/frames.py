@@ -34,7 +34,7 @@ import numpy as np
 
 from .errors import H5mdToolError, InputError
 from .formats import TrajectoryIndex, TrajectoryReader, scan_segment
-from .formats.base import ANGSTROM_PER_NM, reason
+from .formats.base import ANGSTROM_PER_NM, LibraryName, reason
 from .manifest import read_manifest
 from .mpi import agree, capture_errors
 
@@ -271,6 +271,7 @@ class MDAnalysisFrames:
         self.n_frames, self.n_atoms = pieces[-1].stop, n_atoms
         self.starts = np.array([piece.start for piece in pieces], np.int64)
         self.universes = {}
+        self.names = {}
         self.current = None
         if len(pieces) == 1 and pieces[0].format == "H5MD" and comm.size > 1:
             # Collective: every rank opens the file. The ranks agree on a failure, to report
@@ -307,11 +308,15 @@ class MDAnalysisFrames:
         if parallel:
             kwargs.update(driver="mpio", comm=self.comm)
         open_before = {f.id for f in open_hdf5_files(piece.path)} if piece.format == "H5MD" and not parallel else ()
+        # h5py opens any name; MDAnalysis's other readers need one in UTF-8
+        name = None if piece.format == "H5MD" else LibraryName(piece.path)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                universe = MDAnalysis.Universe(self.topology, piece.path, **kwargs)
+                universe = MDAnalysis.Universe(self.topology, piece.path if name is None else name.name, **kwargs)
         except Exception as error:  # noqa: BLE001 - MDAnalysis raises many types here
+            if name is not None:
+                name.close()
             hint = ""
             if piece.format == "H5MD" and _fixed_step(piece.path, self.h5md_group):
                 hint = ("; its H5MDReader needs a step value per frame and this file stores a fixed step "
@@ -322,6 +327,7 @@ class MDAnalysisFrames:
                              f"({reason(error)}){hint}") from None
         universe.h5mdtool_atoms = universe.atoms[self.atom_indices]
         self.universes[number] = universe
+        self.names[number] = name
         return universe
 
     def open_for(self, frames):
@@ -346,6 +352,10 @@ class MDAnalysisFrames:
     def close(self):
         for universe in self.universes.values():
             universe.trajectory.close()
+        for name in self.names.values():
+            if name is not None:
+                name.close()
+        self.names.clear()
 
 
 def open_hdf5_files(path):
@@ -423,7 +433,12 @@ def _reader_with_offsets(fmt, offsets):
     def _load_offsets(self):
         self._xdr.set_offsets(offsets)
 
-    return type(f"H5mdTool{fmt}Reader", (base,), {"format": f"H5MDTOOL-{fmt}", "_load_offsets": _load_offsets})
+    def close(self):
+        if hasattr(self, "_xdr"):  # not when opening failed (its __del__ would print a traceback)
+            base.close(self)
+
+    return type(f"H5mdTool{fmt}Reader", (base,),
+                {"format": f"H5MDTOOL-{fmt}", "_load_offsets": _load_offsets, "close": close})
 
 
 def _h5md_reader(group):

@@ -17,6 +17,19 @@ def command_line(argv=None):
     return shlex.join(argv)
 
 
+def printable(text):
+    """*text* with the bytes of a non-UTF-8 file name as escapes (``b\\xff.xtc``).
+
+    Python carries such bytes in ``str`` as lone surrogates (PEP 383), which HDF5's UTF-8
+    strings and UTF-8 output cannot encode.
+    """
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return raw.decode("utf-8", "backslashreplace")
+
+
 def library_text(text):
     """*text* from a C library, made printable: NUL terminators and surrounding blanks removed.
 
@@ -54,7 +67,7 @@ def base_record(comm, command=None):
     """The provenance fields every h5mdtool output shares (computed on rank 0)."""
     return {
         "h5mdtool_version": __version__,
-        "command": command or command_line(),
+        "command": printable(command or command_line()),
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "host": socket.gethostname(),
         "n_ranks": comm.size,

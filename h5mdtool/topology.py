@@ -29,6 +29,7 @@ import numpy as np
 
 from .errors import InputError, OutputError, UsageError
 from .mpi import closing_h5
+from .provenance import printable
 
 VMD = "parameters/vmd_structure"
 PARTICLES = "particles/trajectory"
@@ -269,7 +270,7 @@ def write_topology(path, universe, atom_indices=None, topology_path=None):
             vmd["charge"] = record["charges"].astype(np.float32)
         if "masses" in record:
             vmd["mass"] = record["masses"].astype(np.float32)
-        vmd.attrs["source"] = str(topology_path or "")
+        vmd.attrs["source"] = printable(str(topology_path or ""))
         bonds = record.get("bonds")
         if bonds is not None:
             vmd["bond_from"] = (bonds[:, 0] + 1).astype(np.int32)

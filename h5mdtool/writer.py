@@ -19,6 +19,7 @@ import numpy as np
 
 from .formats import ATOM_FIELDS, UNITS
 from .mpi import RowWriter
+from .provenance import printable
 
 H5MD_VERSION = (1, 1)
 UNITS_MODULE_VERSION = (1, 0)
@@ -77,7 +78,7 @@ def write_provenance(h5file, record):
     group = h5file.require_group(PROVENANCE)
     for key in ("command", "created", "h5mdtool_version"):
         if key in record:
-            group.attrs[key] = str(record[key])
+            group.attrs[key] = printable(str(record[key]))
     if "n_ranks" in record:
         group.attrs["n_ranks"] = np.int32(record["n_ranks"])
     group.attrs["json"] = json.dumps(record, sort_keys=True, default=json_default)

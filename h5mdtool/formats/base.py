@@ -47,6 +47,39 @@ def hdf5_open_error(path, error):
     return InputError(f"{path}: not a readable H5MD file ({text})")
 
 
+class LibraryName:
+    """A name by which a C library can open *path*, even when *path* is not UTF-8.
+
+    MDAnalysis's decoders (libmdaxdr, libdcd), pytng and gsd encode file names as UTF-8, so
+    a name holding other bytes (which Python carries as lone surrogates, PEP 383) fails
+    there. Such a file is opened here and named by its descriptor (``/proc/self/fd/N``),
+    which stays open until :meth:`close`. Other names are passed through unchanged.
+    """
+
+    def __init__(self, path):
+        self.fd = None
+        self.name = path
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError:
+            try:
+                self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError as error:
+                raise InputError(f"{path}: cannot be read ({reason(error)})") from None
+            self.name = f"/proc/self/fd/{self.fd}"
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self):
+        return self.name
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+
 def file_stat(path):
     """``os.stat`` of an input trajectory, refusing what cannot be one.
 

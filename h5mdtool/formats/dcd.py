@@ -11,7 +11,7 @@ AKMA units, converted to ps), as MDAnalysis's DCDReader computes them.
 import numpy as np
 
 from ..errors import InputError
-from .base import ANGSTROM_PER_NM, Format, Segment, file_stat, reason, truncated
+from .base import ANGSTROM_PER_NM, Format, LibraryName, Segment, file_stat, reason, truncated
 
 
 def angstrom_to_nm(values):
@@ -64,7 +64,7 @@ class DCDFormat(Format):
 
         stat = file_stat(path)
         try:
-            with DCDFile(path) as handle:
+            with LibraryName(path) as name, DCDFile(name) as handle:
                 header = dict(handle.header)
                 n_frames, periodic, ndims = int(handle.n_frames), bool(handle.is_periodic), handle.ndims
                 sizes = (handle._header_size, handle._firstframesize, handle._framesize)
@@ -104,7 +104,7 @@ class DCDFormat(Format):
         from MDAnalysis.lib.formats.libdcd import DCDFile
 
         try:
-            with DCDFile(path) as handle:
+            with LibraryName(path) as name, DCDFile(name) as handle:
                 cells = handle.readframes(0, n_frames, order="fac", indices=[0]).unitcell
         except (OSError, EOFError, RuntimeError, ValueError, TypeError) as error:
             raise InputError(f"{path}: cannot read the DCD unit cells ({reason(error)})") from None
@@ -114,9 +114,11 @@ class DCDFormat(Format):
         super().__init__(segment, atom_indices)
         from MDAnalysis.lib.formats.libdcd import DCDFile
 
+        self.name = LibraryName(segment.path)
         try:
-            self.handle = DCDFile(segment.path)
+            self.handle = DCDFile(self.name.name)
         except (OSError, RuntimeError, ValueError) as error:
+            self.name.close()
             raise self.error(0, error) from None
 
     def read_frames(self, frames, block, row, fields):
@@ -142,3 +144,4 @@ class DCDFormat(Format):
 
     def close(self):
         self.handle.close()
+        self.name.close()

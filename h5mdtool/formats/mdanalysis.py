@@ -37,7 +37,7 @@ import warnings
 import numpy as np
 
 from ..errors import InputError
-from .base import ANGSTROM_PER_NM, Format, Segment, file_stat, reason, truncated
+from .base import ANGSTROM_PER_NM, Format, LibraryName, Segment, file_stat, reason, truncated
 from .netcdf import convert_to
 
 #: MDAnalysis's units (Angstrom, Angstrom/ps, kJ/(mol Angstrom)) -> h5mdtool's: (multiplier, divisor).
@@ -96,8 +96,10 @@ class MDAnalysisFormat(Format):
         return reader[frame]
 
     @classmethod
-    def open_reader(cls, path):
+    def open_reader(cls, path, name=None):
         """An MDAnalysis reader of *path* (``convert_units=True``), warnings silenced.
+
+        *name* is the name MDAnalysis opens (a :class:`LibraryName`'s), *path* by default.
 
         Raises
         ------
@@ -110,7 +112,8 @@ class MDAnalysisFormat(Format):
         try:
             with warnings.catch_warnings():  # deprecations, units MDAnalysis guesses
                 warnings.simplefilter("ignore")
-                return get_reader_for(path, format=cls.mda_format)(path, convert_units=not cls.native_units, **kwargs)
+                reader_class = get_reader_for(path, format=cls.mda_format)
+                return reader_class(name or path, convert_units=not cls.native_units, **kwargs)
         except (ImportError, NotImplementedError) as error:
             failure, message = error, f"{path}: MDAnalysis cannot read {cls.name} files here ({reason(error)})"
         except DECODE_ERRORS as error:
@@ -121,7 +124,11 @@ class MDAnalysisFormat(Format):
     @classmethod
     def scan(cls, path, on_truncated="error"):
         stat = file_stat(path)
-        reader = cls.open_reader(path)
+        with LibraryName(path) as name:
+            return cls._scan_open(path, stat, cls.open_reader(path, name), on_truncated)
+
+    @classmethod
+    def _scan_open(cls, path, stat, reader, on_truncated):
         try:
             n_frames, dropped = cls.frame_count(reader, path, stat.st_size, on_truncated)
             n_atoms = int(reader.n_atoms)
@@ -163,10 +170,12 @@ class MDAnalysisFormat(Format):
     def __init__(self, segment, atom_indices=None):
         super().__init__(segment, atom_indices)
         self.reader = None
+        self.name = LibraryName(segment.path)
         try:
-            self.reader = self.open_reader(segment.path)
+            self.reader = self.open_reader(segment.path, self.name.name)
             self.frame_count(self.reader, segment.path, os.path.getsize(segment.path), "drop")
         except (InputError, OSError) as error:
+            self.close()
             raise self.error(0, error) from None
 
     def read_frames(self, frames, block, row, fields):
@@ -199,6 +208,7 @@ class MDAnalysisFormat(Format):
         if self.reader is not None:
             self.reader.close()
             self.reader = None
+        self.name.close()
 
 
 class TRZFormat(MDAnalysisFormat):

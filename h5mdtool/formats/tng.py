@@ -31,7 +31,7 @@ import warnings
 import numpy as np
 
 from ..errors import InputError
-from .base import Format, Segment, file_stat, reason
+from .base import Format, LibraryName, Segment, file_stat, reason
 
 GENERAL_INFO, FRAME_SET = 0, 2
 #: h5mdtool field -> TNG block name (as pytng names them).
@@ -216,14 +216,15 @@ class TNGFormat(Format):
             import pytng  # noqa: F401
         except ImportError:
             raise InputError(f"{path}: reading TNG needs pytng ('pip install --no-deps pytng')") from None
-        try:
-            iterator = _open(path)
-        except (OSError, ValueError) as error:
-            raise InputError(f"{path}: the TNG library cannot open it ({reason(error)})") from None
-        try:
-            return cls._scan_open(path, stat, iterator)
-        finally:
-            iterator._close()
+        with LibraryName(path) as name:
+            try:
+                iterator = _open(name)
+            except (OSError, ValueError) as error:
+                raise InputError(f"{path}: the TNG library cannot open it ({reason(error)})") from None
+            try:
+                return cls._scan_open(path, stat, iterator)
+            finally:
+                iterator._close()
 
     @classmethod
     def _scan_open(cls, path, stat, iterator):
@@ -277,9 +278,11 @@ class TNGFormat(Format):
     def __init__(self, segment, atom_indices=None):
         super().__init__(segment, atom_indices)
         self.iterator = None
+        self.name = LibraryName(segment.path)
         try:
-            self.iterator = _open(segment.path)
+            self.iterator = _open(self.name.name)
         except (OSError, ValueError, ImportError) as error:
+            self.name.close()
             raise self.error(0, error) from None
         self.buffers = {field: self.iterator.make_ndarray_for_block_from_name(block)
                         for field, block in BLOCKS.items() if field in segment.fields}
@@ -310,3 +313,4 @@ class TNGFormat(Format):
         if self.iterator is not None:
             self.iterator._close()
             self.iterator = None
+        self.name.close()

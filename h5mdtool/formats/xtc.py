@@ -20,7 +20,7 @@ import struct
 import numpy as np
 
 from ..errors import InputError
-from .base import Format, Segment, file_stat, reason, truncated
+from .base import Format, LibraryName, Segment, file_stat, reason, truncated
 
 MAGIC = 1995
 #: Header bytes of a frame with compressed coordinates (more than 9 atoms).
@@ -148,10 +148,12 @@ class XTCFormat(Format):
 
         # small frames store plain floats, which may be anything
         self.finite_by_construction = segment.n_atoms > SMALL
+        self.name = LibraryName(segment.path)
         try:
-            self.handle = XTCFile(segment.path)
+            self.handle = XTCFile(self.name.name)
             self.handle.set_offsets(segment.offsets[:-1])
         except (OSError, RuntimeError, ValueError) as error:
+            self.name.close()
             raise self.error(0, error) from None
         self.scratch = np.empty((segment.n_atoms, 3), np.float32)
         self.position = -1
@@ -179,3 +181,4 @@ class XTCFormat(Format):
 
     def close(self):
         self.handle.close()
+        self.name.close()
