@@ -171,7 +171,7 @@ def _plan(comm, inputs, target, *, on_overlap, on_truncated, format, velocities,
     provenance = base_record(comm, command)
     provenance.update(inputs=index.describe(), layout=layout.describe(), fields=wanted)
     plan = ConvertPlan(index=index, layout=layout, frames=range(0), atom_indices=atom_indices, groups=plan_groups,
-                       temporary=temporary_name(target), output=os.path.abspath(target), provenance=provenance,
+                       temporary=temporary_name(os.path.realpath(target)), output=os.path.abspath(target), provenance=provenance,
                        lead=leads)
     return plan, groups
 
@@ -193,7 +193,7 @@ def _publish(copy, target, summary):
         record.setdefault("appends", []).append(summary)
         handle[PROVENANCE].attrs["json"] = json.dumps(record, sort_keys=True, default=str)
     delay("append-commit", 0)
-    publish(copy, target)
+    publish(copy, os.path.realpath(target))  # through a symbolic link: the file it names grows
 
 
 def _extend(plan, groups, comm, bar, block_bytes, target):

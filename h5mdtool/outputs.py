@@ -13,6 +13,7 @@ import glob
 import os
 import re
 import shutil
+import stat
 import sys
 import uuid
 
@@ -33,8 +34,9 @@ def check_output_file(path, inputs=(), force=False):
     Raises
     ------
     OutputError
-        If *path* is one of *inputs*, a directory, exists without *force*, or its directory
-        is missing or not writable.
+        If *path* is one of *inputs*, a directory, a device, pipe or socket (even with
+        *force*: renaming over ``/dev/null`` would replace the device), exists without
+        *force*, or its directory is missing or not writable.
     """
     path = os.fspath(path)
     for source in inputs:
@@ -42,9 +44,27 @@ def check_output_file(path, inputs=(), force=False):
             raise OutputError(f"{path}: the output is one of the inputs; choose another name")
     if os.path.isdir(path):
         raise OutputError(f"{path}: is a directory; give a file name for the output")
+    kind = _special_file_kind(path)
+    if kind is not None:
+        raise OutputError(f"{path}: is {kind}, not a regular file; h5mdtool writes its output under a temporary "
+                          "name and renames it into place, which would replace it: give a file name")
     if os.path.lexists(path) and not force:
         raise OutputError(f"{path}: exists; pass --force to replace it")
     _check_writable_directory(os.path.dirname(os.path.abspath(path)))
+
+
+def _special_file_kind(path):
+    """What *path* (followed through symbolic links) is when it is neither a regular file,
+    a directory nor missing: ``"a character device"`` (``/dev/null``), ``"a pipe"``, ...; else None."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    for test, kind in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a pipe"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return None
 
 
 def check_output_directory(path, inputs=(), force=False):

@@ -80,6 +80,33 @@ def test_append_equals_one_convert(comm, shared_tmp, segments, fmt, options):
 
 
 @pytest.mark.mpi
+def test_append_through_a_symbolic_link_grows_the_file_it_names(comm, shared_tmp, segments):
+    """The link stays a link (appending replaced it with a new file, leaving its target as it was)."""
+    whole = os.path.join(shared_tmp, "whole.h5md")
+    runs = os.path.join(shared_tmp, "runs")
+    real = os.path.join(runs, "r1.h5md")
+    link = os.path.join(shared_tmp, "latest.h5md")
+    if comm.rank == 0:
+        os.mkdir(runs)
+    comm.Barrier()
+    convert(segments["xtc"], whole, comm=comm, progress=False, compression="gzip", chunk_frames=8)
+    convert(segments["xtc"][0], real, comm=comm, progress=False, compression="gzip", chunk_frames=8)
+    if comm.rank == 0:
+        os.symlink(os.path.relpath(real, shared_tmp), link)
+    comm.Barrier()
+    append(segments["xtc"][1:], link, comm=comm, progress=False)
+    comm.Barrier()
+    assert os.path.islink(link) and os.path.samefile(link, real)
+    a, b = datasets(whole), datasets(real)
+    assert sorted(a) == sorted(b)
+    for name in a:
+        np.testing.assert_array_equal(b[name], a[name], err_msg=name)
+    assert sorted(os.listdir(runs)) == ["r1.h5md"] and sorted(os.listdir(shared_tmp)) == sorted(
+        ["runs", "whole.h5md", "latest.h5md"])
+    comm.Barrier()
+
+
+@pytest.mark.mpi
 def test_append_to_a_selected_file_selects_the_same_atoms(comm, shared_tmp, segments, adk):
     whole = os.path.join(shared_tmp, "ca_whole.h5md")
     grown = os.path.join(shared_tmp, "ca_grown.h5md")

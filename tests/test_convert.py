@@ -1,6 +1,7 @@
 """h5mdtool convert: round trips through MDAnalysis's own readers, layout, MPI splits."""
 
 import os
+import stat
 import sys
 
 import h5py
@@ -322,6 +323,40 @@ def test_existing_output_needs_force(tmp_path, adk):
     convert(adk[1], str(output), force=True, progress=False, stop=3)
     with h5py.File(output, "r") as f:
         assert f["particles/trajectory/position/value"].shape == (3, 3341, 3)
+
+
+def _special_file(kind, path):
+    if kind == "pipe":
+        os.mkfifo(path)
+    elif kind == "character device":
+        if os.geteuid() != 0:
+            pytest.skip("making a device node needs root")
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # what /dev/null is
+    else:  # a symbolic link to a device, as /dev/stdout is
+        os.symlink("/dev/null", path)
+
+
+@pytest.mark.parametrize("kind", ["pipe", "character device", "link to a device"])
+def test_devices_and_pipes_are_never_replaced_by_an_output(tmp_path, adk, kind):
+    """``-o /dev/null --force`` renamed the new file over the device (as root: over the
+    machine's /dev/null); a pipe or a link to a device was replaced the same way."""
+    from conftest import run_h5mdtool
+
+    node = str(tmp_path / "node.gro")
+    _special_file(kind, node)
+    before = os.lstat(node)
+    h5md = str(tmp_path / "t.h5md")
+    convert(adk[1], h5md, topology=adk[0], progress=False, stop=2)
+    commands = [["convert", adk[1], "-o", node, "--force"],
+                ["bench", "rmsd", h5md, "-t", adk[0], "--out", node, "--force"],
+                ["topology", h5md, "-o", node, "--force"]]
+    for args in commands:
+        result = run_h5mdtool(args)
+        assert result.returncode == 1, (args, result.stderr)
+        assert result.stderr.startswith(f"error: {node}: is a ") and "not a regular file" in result.stderr
+        after = os.lstat(node)
+        assert (after.st_mode, after.st_ino, after.st_rdev) == (before.st_mode, before.st_ino, before.st_rdev)
+    assert sorted(os.listdir(tmp_path)) == ["node.gro", "t.h5md"]
 
 
 def test_output_is_input_refused(tmp_path, adk_frames):
