@@ -5,7 +5,8 @@ prints. Errors derived from :class:`~h5mdtool.errors.H5mdToolError` become one
 ``error: ...`` line on standard error and the error's exit code (1, or 2 for usage errors);
 ``--debug`` shows the traceback instead. click's own usage errors (a missing option, a
 value of the wrong type) become one such line with exit code 2 too. :func:`main` installs
-the signal handling of :mod:`h5mdtool.interrupts`: SIGINT, SIGTERM and SIGHUP remove the
+the signal handling of :mod:`h5mdtool.interrupts`: SIGINT, SIGTERM, SIGHUP (and the batch
+systems' SIGUSR1, SIGUSR2, SIGXCPU) remove the
 temporaries, print ``error: interrupted`` and exit with 128 + the signal number. Under
 mpirun, help, version and errors are printed by rank 0 only (:class:`RankZeroHelp`).
 """

@@ -1,4 +1,5 @@
-"""Stopping cleanly on SIGINT, SIGTERM and SIGHUP (installed by the command line only).
+"""Stopping cleanly on SIGINT, SIGTERM, SIGHUP and the batch systems' warning signals (SIGUSR1,
+SIGUSR2, SIGXCPU), installed by the command line only.
 
 What went wrong before this module: Python raises ``KeyboardInterrupt`` only if SIGINT was
 not ignored when the interpreter started, and a POSIX shell starts every background job of
@@ -28,6 +29,11 @@ half a second, so that the launcher, which kills the remaining ranks as soon as 
 does not cut the removal short), so a job interrupted through ``mpirun`` prints one line,
 not one per rank. A rank with nothing registered prints only if it is rank 0.
 
+SIGUSR1, SIGUSR2 and SIGXCPU end a process by default too, and batch systems send them before
+they kill a job (Grid Engine at a soft time or CPU limit, LSF's and Slurm's warning signal
+``--signal``; Open MPI's mpirun passes SIGUSR1 and SIGUSR2 on to every rank): they are handled
+the same way, but only where nothing else (an ignoring parent, a library) took them first.
+
 The library never installs handlers: a host program's signal handling is its own. Without
 them :func:`exclusive` is an uncontended lock and :func:`settle` does nothing.
 """
@@ -42,7 +48,9 @@ import time
 from .errors import H5mdToolError
 
 #: Signals that stop h5mdtool cleanly.
-SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGXCPU")
+#: Signals taken only when their action is still the default (``nohup`` ignores SIGHUP).
+ONLY_IF_DEFAULT = ("SIGHUP", "SIGUSR1", "SIGUSR2", "SIGXCPU")
 
 #: How long a rank that found the shared temporary already claimed waits before it ends
 #: (Open MPI's mpirun kills the remaining ranks as soon as one ends after a signal).
@@ -63,7 +71,7 @@ class Interrupted(H5mdToolError):
 
 
 def install():
-    """Handle SIGINT, SIGTERM and SIGHUP as described in the module docstring.
+    """Handle :data:`SIGNALS` as described in the module docstring.
 
     Call it once from the command line's entry point, in the main thread. An inherited
     SIGINT that the shell set to "ignore" is handled anyway (that is the swallowed Ctrl-C);
@@ -82,7 +90,7 @@ def install():
         number = getattr(signal, name, None)
         if number is None:
             continue
-        if name == "SIGHUP" and signal.getsignal(number) == signal.SIG_IGN:
+        if name in ONLY_IF_DEFAULT and signal.getsignal(number) != signal.SIG_DFL:
             continue
         signal.signal(number, _note)
         _handled.add(int(number))

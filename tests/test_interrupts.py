@@ -27,6 +27,8 @@ from h5mdtool import interrupts
 BOUND = 20.0
 START_TIMEOUT = 90.0
 SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"]
+#: What batch systems send before they kill a job (Grid Engine, LSF, Slurm's --signal).
+WARNINGS = ["SIGUSR1", "SIGUSR2", "SIGXCPU"]
 
 
 def _children(pid):
@@ -155,7 +157,7 @@ def convert_job(tmp_path, adk):
     return args, ready, check, "convert-round:*:0.4"
 
 
-@pytest.mark.parametrize("signal_name", SIGNALS)
+@pytest.mark.parametrize("signal_name", SIGNALS + WARNINGS)
 def test_convert_interrupted_serially(convert_job, signal_name):
     args, ready, check, delays = convert_job
     result = interrupt(args, ready, signal_name, delays=delays)
@@ -165,7 +167,7 @@ def test_convert_interrupted_serially(convert_job, signal_name):
     assert result.seconds < 5
 
 
-@pytest.mark.parametrize("signal_name", SIGNALS)
+@pytest.mark.parametrize("signal_name", SIGNALS + ["SIGUSR1", "SIGUSR2"])
 def test_convert_interrupted_through_mpirun(convert_job, signal_name):
     """Open MPI's mpirun passes INT, TERM and HUP on to every rank as SIGTERM (after SIGCONT,
     one second later) and then exits with status 1 whatever the ranks report."""
@@ -176,7 +178,7 @@ def test_convert_interrupted_through_mpirun(convert_job, signal_name):
     check(result)
 
 
-@pytest.mark.parametrize("signal_name", SIGNALS)
+@pytest.mark.parametrize("signal_name", SIGNALS + WARNINGS)
 def test_convert_interrupted_on_one_rank(convert_job, signal_name):
     args, ready, check, delays = convert_job
     result = interrupt(args, ready, signal_name, ranks=2, target=1, delays=delays)
@@ -414,6 +416,15 @@ def test_nohup_keeps_sighup_ignored():
     code = ("import signal; from h5mdtool import interrupts; interrupts.install();"
             "print(signal.getsignal(signal.SIGHUP) == signal.SIG_IGN, signal.getsignal(signal.SIGTERM) is interrupts._note)")
     done = subprocess.run(["nohup", sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["True", "True"], done.stderr
+
+
+def test_warning_signals_taken_by_something_else_are_left_alone():
+    """An ignored (or otherwise handled) SIGUSR1 stays so; the default SIGUSR2 is taken."""
+    code = ("import signal; signal.signal(signal.SIGUSR1, signal.SIG_IGN); from h5mdtool import interrupts;"
+            "interrupts.install(); print(signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN,"
+            " signal.getsignal(signal.SIGUSR2) is interrupts._note)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["True", "True"], done.stderr
 
 
