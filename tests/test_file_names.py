@@ -133,3 +133,34 @@ def test_command_line_names_every_file_and_records_them_readably(tmp_path):
         result = run_h5mdtool(args, errors="backslashreplace")
         assert result.returncode == 0, result.stderr
         assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("source", ["XTC", "DCD", "TNG", "GSD", "LAMMPSDUMP"])
+def test_decoding_errors_name_the_format(tmp_path, source):
+    """A reader's own attribute for the name it opens once hid the format's name: messages
+    read ``cannot read <h5mdtool.formats.base.LibraryName object at 0x...> frame 0``."""
+    from h5mdtool.formats import REGISTRY, scan
+
+    original, _, fmt = SOURCES[source]
+    path = undecodable(str(tmp_path), "in", os.path.splitext(original)[1])
+    shutil.copyfile(original, path)
+    segment = scan([path], format=fmt).segments[0]
+    reader = REGISTRY[segment.format](segment)
+    try:
+        message = str(reader.error(1, OSError("boom")))
+    finally:
+        reader.close()
+    assert message == f"{path}: cannot read {segment.format} frame 1 (boom)"
+
+
+def test_an_xtc_cut_short_after_its_scan_names_format_and_frame(tmp_path):
+    from h5mdtool.formats import TrajectoryReader, scan
+
+    path = str(tmp_path / "in.xtc")
+    shutil.copyfile(data.XTC, path)
+    index = scan([path])
+    with open(path, "r+b") as handle:
+        handle.truncate(os.path.getsize(path) // 2)
+    with TrajectoryReader(index) as reader, pytest.raises(Exception) as caught:
+        reader.read(np.arange(index.n_frames), reader.new_block(index.n_frames))
+    assert f"{path}: cannot read XTC frame " in str(caught.value)

@@ -114,11 +114,11 @@ class DCDFormat(Format):
         super().__init__(segment, atom_indices)
         from MDAnalysis.lib.formats.libdcd import DCDFile
 
-        self.name = LibraryName(segment.path)
+        self.library_name = LibraryName(segment.path)
         try:
-            self.handle = DCDFile(self.name.name)
+            self.handle = DCDFile(self.library_name.name)
         except (OSError, RuntimeError, ValueError) as error:
-            self.name.close()
+            self.library_name.close()
             raise self.error(0, error) from None
 
     def read_frames(self, frames, block, row, fields):
@@ -144,4 +144,4 @@ class DCDFormat(Format):
 
     def close(self):
         self.handle.close()
-        self.name.close()
+        self.library_name.close()

@@ -170,9 +170,9 @@ class MDAnalysisFormat(Format):
     def __init__(self, segment, atom_indices=None):
         super().__init__(segment, atom_indices)
         self.reader = None
-        self.name = LibraryName(segment.path)
+        self.library_name = LibraryName(segment.path)
         try:
-            self.reader = self.open_reader(segment.path, self.name.name)
+            self.reader = self.open_reader(segment.path, self.library_name.name)
             self.frame_count(self.reader, segment.path, os.path.getsize(segment.path), "drop")
         except (InputError, OSError) as error:
             self.close()
@@ -208,7 +208,7 @@ class MDAnalysisFormat(Format):
         if self.reader is not None:
             self.reader.close()
             self.reader = None
-        self.name.close()
+        self.library_name.close()
 
 
 class TRZFormat(MDAnalysisFormat):

@@ -278,11 +278,11 @@ class TNGFormat(Format):
     def __init__(self, segment, atom_indices=None):
         super().__init__(segment, atom_indices)
         self.iterator = None
-        self.name = LibraryName(segment.path)
+        self.library_name = LibraryName(segment.path)
         try:
-            self.iterator = _open(self.name.name)
+            self.iterator = _open(self.library_name.name)
         except (OSError, ValueError, ImportError) as error:
-            self.name.close()
+            self.library_name.close()
             raise self.error(0, error) from None
         self.buffers = {field: self.iterator.make_ndarray_for_block_from_name(block)
                         for field, block in BLOCKS.items() if field in segment.fields}
@@ -313,4 +313,4 @@ class TNGFormat(Format):
         if self.iterator is not None:
             self.iterator._close()
             self.iterator = None
-        self.name.close()
+        self.library_name.close()

@@ -148,12 +148,12 @@ class XTCFormat(Format):
 
         # small frames store plain floats, which may be anything
         self.finite_by_construction = segment.n_atoms > SMALL
-        self.name = LibraryName(segment.path)
+        self.library_name = LibraryName(segment.path)
         try:
-            self.handle = XTCFile(self.name.name)
+            self.handle = XTCFile(self.library_name.name)
             self.handle.set_offsets(segment.offsets[:-1])
         except (OSError, RuntimeError, ValueError) as error:
-            self.name.close()
+            self.library_name.close()
             raise self.error(0, error) from None
         self.scratch = np.empty((segment.n_atoms, 3), np.float32)
         self.position = -1
@@ -181,4 +181,4 @@ class XTCFormat(Format):
 
     def close(self):
         self.handle.close()
-        self.name.close()
+        self.library_name.close()
