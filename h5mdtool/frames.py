@@ -28,12 +28,14 @@ Sources:
 
 import os
 import warnings
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 
 from .errors import H5mdToolError, InputError
 from .formats import TrajectoryIndex, TrajectoryReader, scan_segment
+from .formats import trajectory as trajectory_module
 from .formats.base import ANGSTROM_PER_NM, LibraryName, reason
 from .manifest import read_manifest
 from .mpi import agree, capture_errors
@@ -270,8 +272,9 @@ class MDAnalysisFrames:
         self.h5md_group, self.relative_to = h5md_group, relative_to
         self.n_frames, self.n_atoms = pieces[-1].stop, n_atoms
         self.starts = np.array([piece.start for piece in pieces], np.int64)
-        self.universes = {}
+        self.universes = OrderedDict()  # open now, the least recently read first
         self.names = {}
+        self.touched = []  # every piece opened, in order
         self.current = None
         if len(pieces) == 1 and pieces[0].format == "H5MD" and comm.size > 1:
             # Collective: every rank opens the file. The ranks agree on a failure, to report
@@ -289,7 +292,7 @@ class MDAnalysisFrames:
 
     @property
     def opened(self):
-        paths = [self.pieces[number].path for number in self.universes]
+        paths = [self.pieces[number].path for number in self.touched]
         if self.relative_to is None:
             return paths
         return [os.path.relpath(path, self.relative_to) for path in paths]
@@ -308,6 +311,8 @@ class MDAnalysisFrames:
         if parallel:
             kwargs.update(driver="mpio", comm=self.comm)
         open_before = {f.id for f in open_hdf5_files(piece.path)} if piece.format == "H5MD" and not parallel else ()
+        while len(self.universes) >= trajectory_module.MAX_OPEN_SEGMENTS:
+            self._close_piece(next(iter(self.universes)))
         # h5py opens any name; MDAnalysis's other readers need one in UTF-8
         name = None if piece.format == "H5MD" else LibraryName(piece.path)
         try:
@@ -328,19 +333,34 @@ class MDAnalysisFrames:
         universe.h5mdtool_atoms = universe.atoms[self.atom_indices]
         self.universes[number] = universe
         self.names[number] = name
+        if number not in self.touched:
+            self.touched.append(number)
         return universe
 
+    def _close_piece(self, number):
+        self.universes.pop(number).trajectory.close()
+        name = self.names.pop(number)
+        if name is not None:
+            name.close()
+
     def open_for(self, frames):
-        """Build now the Universes of the files holding *frames* (each parses the topology)."""
+        """Build now the Universes of the files holding *frames* (each parses the topology);
+        beyond ``MAX_OPEN_SEGMENTS`` files the others are built when read."""
         frames = np.asarray(frames)
         for number, piece in enumerate(self.pieces):
+            if len(self.universes) >= trajectory_module.MAX_OPEN_SEGMENTS:
+                break
             if number not in self.universes and np.any((frames >= piece.start) & (frames < piece.stop)):
                 self._open(number)
 
     def frame(self, number):
         """Load frame *number*; returns (the atoms' positions in Angstrom, time in ps)."""
         piece_number = int(np.searchsorted(self.starts, number, side="right")) - 1
-        universe = self.universes.get(piece_number) or self._open(piece_number)
+        universe = self.universes.get(piece_number)
+        if universe is None:
+            universe = self._open(piece_number)
+        else:
+            self.universes.move_to_end(piece_number)
         piece = self.pieces[piece_number]
         ts = universe.trajectory[number - piece.start + piece.skip]
         return universe.h5mdtool_atoms.positions, ts.time if self.times is None else self.times[number]
@@ -350,12 +370,8 @@ class MDAnalysisFrames:
         return np.array(positions, dtype=np.float64), np.array(times, dtype=np.float64)
 
     def close(self):
-        for universe in self.universes.values():
-            universe.trajectory.close()
-        for name in self.names.values():
-            if name is not None:
-                name.close()
-        self.names.clear()
+        for number in list(self.universes):
+            self._close_piece(number)
 
 
 def open_hdf5_files(path):

@@ -7,6 +7,7 @@ holds, per frame of the trajectory, the step, the time and which fields the fram
 """
 
 import os
+from collections import OrderedDict
 
 import numpy as np
 
@@ -265,8 +266,16 @@ def select_frames(n_frames, start=None, stop=None, step=None):
     return frames
 
 
+#: Segments a :class:`TrajectoryReader` keeps open at most: a trajectory of thousands of
+#: ``-noappend`` parts would otherwise run out of file descriptors (``ulimit -n``, often 1024).
+MAX_OPEN_SEGMENTS = 32
+
+
 class TrajectoryReader:
     """Reads arbitrary frames of a scanned trajectory, opening segments only when needed.
+
+    At most :data:`MAX_OPEN_SEGMENTS` segments are open at once (the least recently read is
+    closed first); H5MD segments opened collectively stay open until :meth:`close`.
 
     Parameters
     ----------
@@ -289,12 +298,13 @@ class TrajectoryReader:
         self.atom_indices = None if atom_indices is None else np.asarray(atom_indices, np.int64)
         self.fields = tuple(fields)
         self.n_atoms = index.n_atoms if atom_indices is None else len(self.atom_indices)
-        self._open = {}
+        self._collective = {}
+        self._open = OrderedDict()
         if comm is not None and comm.size > 1:
             for number, segment in enumerate(index.segments):
                 if segment.format == "H5MD":
-                    self._open[number] = REGISTRY["H5MD"](segment, self.atom_indices, comm=comm)
-                    self._open[number].check_values = finite
+                    self._collective[number] = REGISTRY["H5MD"](segment, self.atom_indices, comm=comm)
+                    self._collective[number].check_values = finite
 
     def new_block(self, capacity, fields=None):
         """A :class:`FrameBlock` for *capacity* frames of *fields* (default: the reader's)."""
@@ -302,12 +312,19 @@ class TrajectoryReader:
         return FrameBlock(capacity, self.n_atoms, [f for f in names if f in ATOM_FIELDS], self.index.dtype)
 
     def _segment(self, number):
+        reader = self._collective.get(number)
+        if reader is not None:
+            return reader
         reader = self._open.get(number)
-        if reader is None:
-            segment = self.index.segments[number]
-            reader = REGISTRY[segment.format](segment, self.atom_indices)
-            reader.check_values = self.finite
-            self._open[number] = reader
+        if reader is not None:
+            self._open.move_to_end(number)
+            return reader
+        while len(self._open) >= MAX_OPEN_SEGMENTS:
+            self._open.popitem(last=False)[1].close()
+        segment = self.index.segments[number]
+        reader = REGISTRY[segment.format](segment, self.atom_indices)
+        reader.check_values = self.finite
+        self._open[number] = reader
         return reader
 
     def read(self, frames, block, fields=None):
@@ -333,9 +350,10 @@ class TrajectoryReader:
         return block
 
     def close(self):
-        for reader in self._open.values():
+        for reader in list(self._open.values()) + list(self._collective.values()):
             reader.close()
         self._open.clear()
+        self._collective.clear()
 
     def __enter__(self):
         return self
