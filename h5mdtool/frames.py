@@ -28,14 +28,13 @@ Sources:
 
 import os
 import warnings
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 
 from .errors import H5mdToolError, InputError
 from .formats import TrajectoryIndex, TrajectoryReader, scan_segment
-from .formats import trajectory as trajectory_module
+from .formats.trajectory import OpenFiles
 from .formats.base import ANGSTROM_PER_NM, LibraryName, reason
 from .manifest import read_manifest
 from .mpi import agree, capture_errors
@@ -153,26 +152,34 @@ class ManifestFrames:
         self.manifest = manifest
         self.n_frames, self.n_atoms = manifest.n_frames, manifest.n_atoms
         self.atom_indices, self.block_frames, self.group = atom_indices, block_frames, group
-        self.sources = {}
+        self.sources = OpenFiles()
+        self.touched = []  # every part opened, in order
 
     @property
     def opened(self):
-        return [os.path.relpath(path, os.path.dirname(self.manifest.path)) for path in self.sources]
+        return [os.path.relpath(path, os.path.dirname(self.manifest.path)) for path in self.touched]
 
     def describe(self):
         return {"format": self.manifest.format, "layout": "split", "parts": len(self.manifest.parts),
                 "manifest": self.manifest.path}
 
     def _source(self, part):
-        if part.path not in self.sources:
-            self.sources[part.path] = _part_source(part, self.n_atoms, self.atom_indices, self.block_frames,
-                                                   self.group)
-        return self.sources[part.path]
+        source = self.sources.get(part.path)
+        if source is None:
+            self.sources.make_room()
+            source = _part_source(part, self.n_atoms, self.atom_indices, self.block_frames, self.group)
+            self.sources.add(part.path, source)
+            if part.path not in self.touched:
+                self.touched.append(part.path)
+        return source
 
     def open_for(self, frames):
-        """Open now the parts holding *frames* (opening is not reading: the benchmark times it apart)."""
+        """Open now the parts holding *frames* (opening is not reading: the benchmark times it
+        apart); beyond ``MAX_OPEN_SEGMENTS`` parts the others are opened when read."""
         frames = np.asarray(frames)
         for part in self.manifest.parts:
+            if self.sources.full():
+                break
             if np.any((frames >= part.start) & (frames < part.stop)):
                 self._source(part)
 
@@ -189,8 +196,7 @@ class ManifestFrames:
         return np.concatenate(positions), np.concatenate(times)
 
     def close(self):
-        for source in self.sources.values():
-            source.close()
+        self.sources.close()
 
 
 def checked_manifest(path):
@@ -272,8 +278,7 @@ class MDAnalysisFrames:
         self.h5md_group, self.relative_to = h5md_group, relative_to
         self.n_frames, self.n_atoms = pieces[-1].stop, n_atoms
         self.starts = np.array([piece.start for piece in pieces], np.int64)
-        self.universes = OrderedDict()  # open now, the least recently read first
-        self.names = {}
+        self.universes = OpenFiles(close=_close_universe)
         self.touched = []  # every piece opened, in order
         self.current = None
         if len(pieces) == 1 and pieces[0].format == "H5MD" and comm.size > 1:
@@ -311,8 +316,7 @@ class MDAnalysisFrames:
         if parallel:
             kwargs.update(driver="mpio", comm=self.comm)
         open_before = {f.id for f in open_hdf5_files(piece.path)} if piece.format == "H5MD" and not parallel else ()
-        while len(self.universes) >= trajectory_module.MAX_OPEN_SEGMENTS:
-            self._close_piece(next(iter(self.universes)))
+        self.universes.make_room()
         # h5py opens any name; MDAnalysis's other readers need one in UTF-8
         name = None if piece.format == "H5MD" else LibraryName(piece.path)
         try:
@@ -331,24 +335,17 @@ class MDAnalysisFrames:
             raise InputError(f"{piece.path}: MDAnalysis cannot read it with {self.topology} "
                              f"({reason(error)}){hint}") from None
         universe.h5mdtool_atoms = universe.atoms[self.atom_indices]
-        self.universes[number] = universe
-        self.names[number] = name
+        universe.h5mdtool_name = name
         if number not in self.touched:
             self.touched.append(number)
-        return universe
-
-    def _close_piece(self, number):
-        self.universes.pop(number).trajectory.close()
-        name = self.names.pop(number)
-        if name is not None:
-            name.close()
+        return self.universes.add(number, universe)
 
     def open_for(self, frames):
         """Build now the Universes of the files holding *frames* (each parses the topology);
         beyond ``MAX_OPEN_SEGMENTS`` files the others are built when read."""
         frames = np.asarray(frames)
         for number, piece in enumerate(self.pieces):
-            if len(self.universes) >= trajectory_module.MAX_OPEN_SEGMENTS:
+            if self.universes.full():
                 break
             if number not in self.universes and np.any((frames >= piece.start) & (frames < piece.stop)):
                 self._open(number)
@@ -356,11 +353,7 @@ class MDAnalysisFrames:
     def frame(self, number):
         """Load frame *number*; returns (the atoms' positions in Angstrom, time in ps)."""
         piece_number = int(np.searchsorted(self.starts, number, side="right")) - 1
-        universe = self.universes.get(piece_number)
-        if universe is None:
-            universe = self._open(piece_number)
-        else:
-            self.universes.move_to_end(piece_number)
+        universe = self.universes.get(piece_number) or self._open(piece_number)
         piece = self.pieces[piece_number]
         ts = universe.trajectory[number - piece.start + piece.skip]
         return universe.h5mdtool_atoms.positions, ts.time if self.times is None else self.times[number]
@@ -370,8 +363,13 @@ class MDAnalysisFrames:
         return np.array(positions, dtype=np.float64), np.array(times, dtype=np.float64)
 
     def close(self):
-        for number in list(self.universes):
-            self._close_piece(number)
+        self.universes.close()
+
+
+def _close_universe(universe):
+    universe.trajectory.close()
+    if universe.h5mdtool_name is not None:
+        universe.h5mdtool_name.close()
 
 
 def open_hdf5_files(path):

@@ -271,6 +271,51 @@ def select_frames(n_frames, start=None, stop=None, step=None):
 MAX_OPEN_SEGMENTS = 32
 
 
+class OpenFiles:
+    """Open readers by key, at most :data:`MAX_OPEN_SEGMENTS` of them: call :meth:`make_room`
+    before opening one; the least recently used is closed first.
+
+    Parameters
+    ----------
+    close : callable, optional
+        Closes one reader (default: its ``close()``).
+    """
+
+    def __init__(self, close=None):
+        self._items = OrderedDict()
+        self._close = close or (lambda item: item.close())
+
+    def get(self, key):
+        """The open reader of *key* (now the most recently used), or None."""
+        item = self._items.get(key)
+        if item is not None:
+            self._items.move_to_end(key)
+        return item
+
+    def __contains__(self, key):
+        return key in self._items
+
+    def __len__(self):
+        return len(self._items)
+
+    def full(self):
+        return len(self._items) >= MAX_OPEN_SEGMENTS
+
+    def make_room(self):
+        """Close the least recently used readers until one more may be opened."""
+        while self._items and self.full():
+            self._close(self._items.popitem(last=False)[1])
+
+    def add(self, key, item):
+        self._items[key] = item
+        return item
+
+    def close(self):
+        """Close every reader, the least recently used first."""
+        while self._items:
+            self._close(self._items.popitem(last=False)[1])
+
+
 class TrajectoryReader:
     """Reads arbitrary frames of a scanned trajectory, opening segments only when needed.
 
@@ -299,7 +344,7 @@ class TrajectoryReader:
         self.fields = tuple(fields)
         self.n_atoms = index.n_atoms if atom_indices is None else len(self.atom_indices)
         self._collective = {}
-        self._open = OrderedDict()
+        self._open = OpenFiles()
         if comm is not None and comm.size > 1:
             for number, segment in enumerate(index.segments):
                 if segment.format == "H5MD":
@@ -317,15 +362,12 @@ class TrajectoryReader:
             return reader
         reader = self._open.get(number)
         if reader is not None:
-            self._open.move_to_end(number)
             return reader
-        while len(self._open) >= MAX_OPEN_SEGMENTS:
-            self._open.popitem(last=False)[1].close()
+        self._open.make_room()
         segment = self.index.segments[number]
         reader = REGISTRY[segment.format](segment, self.atom_indices)
         reader.check_values = self.finite
-        self._open[number] = reader
-        return reader
+        return self._open.add(number, reader)
 
     def read(self, frames, block, fields=None):
         """Fill *block* with trajectory *frames* (increasing numbers); returns *block*.
@@ -350,9 +392,9 @@ class TrajectoryReader:
         return block
 
     def close(self):
-        for reader in list(self._open.values()) + list(self._collective.values()):
+        self._open.close()
+        for reader in self._collective.values():
             reader.close()
-        self._open.clear()
         self._collective.clear()
 
     def __enter__(self):
