@@ -34,14 +34,19 @@ def check_output_file(path, inputs=(), force=False):
     Raises
     ------
     OutputError
-        If *path* is one of *inputs*, a directory, a device, pipe or socket (even with
+        If *path* is empty, one of *inputs*, a directory (or ends with ``/``), a device,
+        pipe or socket (even with
         *force*: renaming over ``/dev/null`` would replace the device), exists without
         *force*, or its directory is missing or not writable.
     """
     path = os.fspath(path)
+    if not path:
+        raise OutputError("the output file name is empty")
     for source in inputs:
         if _same_file(path, source):
             raise OutputError(f"{path}: the output is one of the inputs; choose another name")
+    if os.path.basename(path) in ("", ".", ".."):  # out/ would have made a file named out
+        raise OutputError(f"{path}: names a directory; give a file name for the output")
     if os.path.isdir(path):
         raise OutputError(f"{path}: is a directory; give a file name for the output")
     kind = _special_file_kind(path)

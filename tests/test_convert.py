@@ -359,6 +359,26 @@ def test_devices_and_pipes_are_never_replaced_by_an_output(tmp_path, adk, kind):
     assert sorted(os.listdir(tmp_path)) == ["node.gro", "t.h5md"]
 
 
+@pytest.mark.parametrize("name", ["", "out/", ".", "out/..", "out/."])
+def test_output_names_that_name_no_file_are_refused(tmp_path, adk, name):
+    """``-o out/`` made a file named ``out``; ``-o ''`` wrote its temporary into the parent
+    of the working directory and then failed to rename it over that directory."""
+    from conftest import run_h5mdtool
+
+    work = tmp_path / "work"
+    work.mkdir()
+    h5md = str(tmp_path / "t.h5md")
+    convert(adk[1], h5md, topology=adk[0], progress=False, stop=2)
+    commands = [["convert", adk[1], "-o", name], ["bench", "rmsd", h5md, "-t", adk[0], "--out", name],
+                ["bench", "rmsd", h5md, "-t", adk[0], "--plot", name]]
+    for args in commands:
+        result = run_h5mdtool(args, cwd=work)
+        assert result.returncode == 1, (args, result.stderr)
+        assert result.stderr.count("\n") == 1 and ("names a directory" in result.stderr
+                                                  or "the output file name is empty" in result.stderr), result.stderr
+    assert sorted(os.listdir(tmp_path)) == ["t.h5md", "work"] and os.listdir(work) == []
+
+
 def test_output_is_input_refused(tmp_path, adk_frames):
     from conftest import write_xtc
 

@@ -25,7 +25,7 @@ def _check_outputs(outputs, inputs, force, plot_path):
     from ..outputs import check_output_file
     from ..plots import _pyplot, image_format
 
-    names = [path for path in outputs if path]
+    names = [path for path in outputs if path is not None]  # an empty name is refused, not ignored
     if len(set(map(os.path.abspath, names))) != len(names):
         raise UsageError("--out, --rmsd-out and --plot must name different files")
     for path in names:
@@ -284,7 +284,7 @@ def report_command(runs, layouts_mode, plot_path, as_csv, as_json, force):
     from ..bench_report import bench_report
     from ..timing import PHASES
 
-    if plot_path:
+    if plot_path is not None:
         _check_outputs((plot_path,), runs, force, plot_path)
     result = bench_report(list(runs), layouts_mode=layouts_mode)
     for warning in result["warnings"]:
