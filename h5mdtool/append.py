@@ -121,7 +121,7 @@ def _plan(comm, inputs, target, *, on_overlap, on_truncated, format, velocities,
             leads = [_lead(handle, paths, step, n_rows, chunk) for _, paths, step, n_rows in groups]
     except (OSError, KeyError, ValueError, TypeError) as error:
         raise InputError(f"{target}: cannot be appended to ({error})") from None
-    index = scan(inputs, on_overlap=on_overlap, format=format, on_truncated=on_truncated)
+    index = scan(inputs, on_overlap=on_overlap, format=format, on_truncated=on_truncated, continues=last_step)
     frames = np.arange(index.n_frames)
     if last_step is not None and index.step[0] <= last_step:
         if on_overlap == "error":

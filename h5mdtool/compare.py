@@ -32,6 +32,7 @@ import numpy as np
 from .errors import H5mdToolError, InputError
 from .mpi import agree, balanced_slices, capture_errors, entry_point, root_call
 from .formats import TrajectoryIndex, TrajectoryReader, scan, scan_segment
+from .formats.trajectory import chain_steps
 
 FIELDS = ("positions", "velocities", "forces")
 UNITS = {"positions": "nm", "velocities": "nm/ps", "forces": "kJ/(mol nm)", "edges": "nm"}
@@ -75,6 +76,7 @@ def _scan_copy(paths):
         If a file cannot be read or the files hold different numbers of atoms.
     """
     segments = [scan_segment(path) for path in paths]
+    chain_steps(segments)
     first = segments[0]
     for segment in segments[1:]:
         if segment.n_atoms != first.n_atoms:

@@ -97,6 +97,12 @@ def _notes(index, frames, groups, fields_asked):
     """What the user must know about how the data were kept: drops, own sampling, boxes."""
     notes = []
     for segment in index.segments:
+        stored = segment.details.get("stored_step")
+        if stored is not None:
+            changed = np.flatnonzero(stored != segment.step)
+            notes.append(f"{segment.path}: {len(changed)} frame(s) store their step modulo 2^32 (the {segment.format} "
+                         f"header holds 32 bits): written as steps {int(segment.step[changed[0]])} to "
+                         f"{int(segment.step[changed[-1]])}")
         if segment.skip:
             whole = " (the whole segment)" if segment.skip == segment.n_frames else ""
             notes.append(f"{segment.path}: dropped its first {segment.skip} frame(s){whole}: their "

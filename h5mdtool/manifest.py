@@ -342,8 +342,10 @@ class PartFacts:
         return (self.first_step, self.last_step, self.first_time, self.last_time)
 
 
-def scan_part(path):
+def scan_part(path, near_step=None):
     """Frames, atoms, first and last step and time of one part file, and a digest of frame 0.
+
+    *near_step* places steps an XTC or TRR part stores modulo 2**32 (its recorded first step).
 
     Raises
     ------
@@ -352,7 +354,7 @@ def scan_part(path):
     """
     from .formats import TrajectoryIndex, TrajectoryReader, scan_segment
 
-    segment = scan_segment(path)
+    segment = scan_segment(path, near_step=near_step)
     index = TrajectoryIndex([segment])
     # a TRR part may hold frames of velocities or forces alone (nstvout != nstxout)
     field = next(name for name in ("positions", "velocities", "forces") if index.has(name))
@@ -404,7 +406,7 @@ def part_problems(manifest):
         if size != part.bytes:
             problems.append(Problem("MAN003", name, f"{size} bytes on disk, {part.bytes} in the manifest"))
         try:
-            found = scan_part(part.path)
+            found = scan_part(part.path, near_step=part.first_step)
         except InputError as error:
             problems.append(Problem("MAN004", name, f"cannot be read: {error}"))
             continue

@@ -80,6 +80,49 @@ class LibraryName:
         self.close()
 
 
+#: XTC and TRR frame headers store the step in 32 bits: GROMACS writes its 64-bit step
+#: modulo 2**32 (read as signed), so step 2**31 (4.3 us at 2 fs) comes back as -2**31.
+STEP_MODULUS = 2**32
+
+
+def unwrap_steps(stored, near=None):
+    """The steps of a file whose headers store them modulo :data:`STEP_MODULUS` (XTC, TRR).
+
+    Consecutive frames are taken to be less than 2**31 steps apart (4.3 us at 2 fs between
+    saved frames), so a jump of more than that is the 32-bit field wrapping. The first frame
+    is placed nearest to step *near* (the last step of the previous segment); without one, a
+    negative stored step is read as the wrapped one (MD steps are never negative).
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        The steps; equal to *stored* wherever nothing wrapped.
+
+    See Also
+    --------
+    with_stored_steps : the :attr:`Segment.details` that record the change.
+    """
+    stored = np.asarray(stored, np.int64)
+    if len(stored) == 0:
+        return stored
+    half = STEP_MODULUS // 2
+    jumps = np.diff(stored)
+    turns = np.concatenate([[0], np.cumsum((jumps < -half).astype(np.int64) - (jumps > half))])
+    if near is None:
+        base = 1 if stored[0] < 0 else 0
+    else:
+        base = (int(near) - int(stored[0]) + half) // STEP_MODULUS
+    return stored + (turns + base) * STEP_MODULUS
+
+
+def with_stored_steps(details, stored, steps):
+    """*details* of a segment, recording the *stored* steps when :func:`unwrap_steps` changed them."""
+    stored = np.asarray(stored, np.int64)
+    if not np.array_equal(stored, steps):
+        details["stored_step"] = stored
+    return details
+
+
 def file_stat(path):
     """``os.stat`` of an input trajectory, refusing what cannot be one.
 
@@ -237,6 +280,8 @@ class Format:
     finite_by_construction = False
     #: Refuse non-finite values (off only where they are the object of study: validate --against).
     check_values = True
+    #: The modulus of the steps the file stores (XTC, TRR: 2**32), None when they are whole.
+    step_modulus = None
 
     def __init__(self, segment, atom_indices=None):
         self.segment = segment

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import InputError, OverlapError, UsageError
 from . import REGISTRY, detect_format
-from .base import ATOM_FIELDS, FIELDS, FrameBlock
+from .base import ATOM_FIELDS, FIELDS, FrameBlock, unwrap_steps, with_stored_steps
 
 #: How segment overlaps are handled: refuse them, or keep the first copy of each step.
 OVERLAP_POLICIES = ("error", "drop")
@@ -21,8 +21,11 @@ OVERLAP_POLICIES = ("error", "drop")
 TRUNCATION_POLICIES = ("error", "drop")
 
 
-def scan_segment(path, format=None, on_truncated="error", group=None):
+def scan_segment(path, format=None, on_truncated="error", group=None, near_step=None):
     """Scan one trajectory file (rank 0) and return its :class:`~h5mdtool.formats.base.Segment`.
+
+    Steps stored modulo 2**32 (XTC, TRR) are placed nearest to *near_step* when given (a
+    split part's recorded first step; see :func:`~h5mdtool.formats.base.unwrap_steps`).
 
     Raises
     ------
@@ -33,7 +36,10 @@ def scan_segment(path, format=None, on_truncated="error", group=None):
     cls = REGISTRY[detect_format(path, format)]
     if cls.name == "H5MD":
         return cls.scan(path, on_truncated=on_truncated, group=group)
-    return cls.scan(path, on_truncated=on_truncated)
+    segment = cls.scan(path, on_truncated=on_truncated)
+    if near_step is not None and cls.step_modulus:
+        _place_steps(segment, near_step)
+    return segment
 
 
 class TrajectoryIndex:
@@ -160,7 +166,7 @@ def _boundary(segments, box):
     return boundary
 
 
-def scan(paths, on_overlap="error", format=None, on_truncated="error", group=None):
+def scan(paths, on_overlap="error", format=None, on_truncated="error", group=None, continues=None):
     """Scan the segments of one trajectory (rank 0) and return a :class:`TrajectoryIndex`.
 
     Parameters
@@ -176,6 +182,9 @@ def scan(paths, on_overlap="error", format=None, on_truncated="error", group=Non
         An incomplete last frame of a segment: refuse, or leave it out (recorded).
     group : str, optional
         H5MD particle group to read (default: the first listed, as MDAnalysis reads).
+    continues : int, optional
+        The last step before the first segment (an append's file): steps stored modulo 2**32
+        (XTC, TRR) are placed after it; overlaps with it are the caller's to check.
 
     Raises
     ------
@@ -204,6 +213,7 @@ def scan(paths, on_overlap="error", format=None, on_truncated="error", group=Non
             raise InputError(
                 f"{with_time.path} records time but {without.path} does not: segments must agree"
             )
+    chain_steps(segments, continues)
     last = None  # (step, path) of the last kept frame so far
     for segment in segments:
         if last is not None and segment.step[0] <= last[0]:
@@ -219,6 +229,25 @@ def scan(paths, on_overlap="error", format=None, on_truncated="error", group=Non
     if not any(segment.kept for segment in segments):
         raise InputError("no frame is left once overlapping steps are dropped")
     return TrajectoryIndex(segments)
+
+
+def chain_steps(segments, continues=None):
+    """Place the steps each segment stores modulo 2**32 (XTC, TRR) after the previous segment's
+    last step (after *continues* for the first), in place: a segment written after step 2**31
+    stores them wrapped (see :func:`~h5mdtool.formats.base.unwrap_steps`)."""
+    previous = continues
+    for segment in segments:
+        if previous is not None and REGISTRY[segment.format].step_modulus:
+            _place_steps(segment, previous)
+        previous = int(segment.step[-1])
+
+
+def _place_steps(segment, near):
+    stored = segment.details.get("stored_step", segment.step)
+    steps = unwrap_steps(stored, near=near)
+    if not np.array_equal(steps, segment.step):
+        segment.step = steps
+        with_stored_steps(segment.details, stored, steps)
 
 
 def check_trajectory(index, frames):

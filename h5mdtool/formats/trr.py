@@ -20,7 +20,7 @@ import struct
 import numpy as np
 
 from ..errors import InputError
-from .base import Format, Segment, file_stat, reason, truncated
+from .base import STEP_MODULUS, Format, Segment, file_stat, reason, truncated, unwrap_steps, with_stored_steps
 
 MAGIC = 1993
 VERSION = b"GMX_trn_file"
@@ -86,6 +86,7 @@ class TRRFormat(Format):
 
     name = "TRR"
     extensions = (".trr",)
+    step_modulus = STEP_MODULUS
 
     @classmethod
     def scan(cls, path, on_truncated="error"):
@@ -137,13 +138,15 @@ class TRRFormat(Format):
         if not any(name in fields for name in FIELD_SECTION):
             raise InputError(f"{path}: no frame holds positions, velocities or forces")
         layout = np.array([[record["header"]] + [record[name] for name in SECTIONS] for record in records], np.int64)
+        stored = np.array([record["step"] for record in records], np.int64)
+        step = unwrap_steps(stored)
         return Segment(
             path=path, format=cls.name, n_atoms=int(n_atoms), n_frames=len(records),
             size=size, mtime=stat.st_mtime,
-            step=np.array([record["step"] for record in records], np.int64),
+            step=step,
             time=np.array([record["time"] for record in records], np.float64),
             fields=fields, dtype="float32" if real == 4 else "float64",
-            offsets=np.asarray(offsets, np.int64), details={"real": real, "sections": layout},
+            offsets=np.asarray(offsets, np.int64), details=with_stored_steps({"real": real, "sections": layout}, stored, step),
             dropped=dropped,
         )
 

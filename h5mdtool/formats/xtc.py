@@ -20,7 +20,7 @@ import struct
 import numpy as np
 
 from ..errors import InputError
-from .base import Format, LibraryName, Segment, file_stat, reason, truncated
+from .base import STEP_MODULUS, Format, LibraryName, Segment, file_stat, reason, truncated, unwrap_steps, with_stored_steps
 
 MAGIC = 1995
 #: Header bytes of a frame with compressed coordinates (more than 9 atoms).
@@ -111,6 +111,7 @@ class XTCFormat(Format):
     name = "XTC"
     extensions = (".xtc",)
     decoders = ("MDAnalysis.lib.formats.libmdaxdr",)
+    step_modulus = STEP_MODULUS
 
     @classmethod
     def scan(cls, path, on_truncated="error"):
@@ -133,13 +134,14 @@ class XTCFormat(Format):
             bad = frames[~(np.isfinite(precision) & (precision > 0))]
             if len(bad):
                 raise InputError(f"{path}: frame {bad[0]} declares precision {precision[bad[0]]}: corrupt")
+        step = unwrap_steps(table["step"])
         return Segment(
             path=path, format=cls.name, n_atoms=int(n_atoms), n_frames=len(table),
             size=stat.st_size, mtime=stat.st_mtime,
-            step=table["step"].astype(np.int64), time=time,
+            step=step, time=time,
             fields={"positions": np.ones(len(table), bool), "box": box.reshape(len(box), -1).any(axis=1)},
             boundary=None, offsets=np.asarray(offsets, np.int64),
-            details={"box": box, "precision": precision}, dropped=dropped,
+            details=with_stored_steps({"box": box, "precision": precision}, table["step"], step), dropped=dropped,
         )
 
     def __init__(self, segment, atom_indices=None):
