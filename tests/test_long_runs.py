@@ -179,3 +179,16 @@ def test_append_continues_the_steps_of_the_file(comm, shared_tmp, positions):
     with h5py.File(target, "r") as handle:
         np.testing.assert_array_equal(handle[f"{TRAJ}/position/step"][()], steps)
     comm.Barrier()
+
+
+def test_a_negative_step_right_after_small_ones_is_not_taken_for_a_wrap(tmp_path, positions):
+    """Stored -5 after step 100 is nearer to 100 than 2**32 - 5 is: an overlap, as before."""
+    paths = [str(tmp_path / "a.xtc"), str(tmp_path / "b.xtc")]
+    _write(paths[0], "xtc", [90, 100], positions[:2])
+    _write(paths[1], "xtc", [-5 + STEP_MODULUS, 5 + STEP_MODULUS], positions[2:4])  # stored -5, 5
+    with pytest.raises(OverlapError, match="starts at step -5 but .* already reached step 100"):
+        scan(paths)
+    index = scan(paths, on_overlap="drop")
+    assert "stored_step" not in index.segments[1].details
+    np.testing.assert_array_equal(index.segments[1].step, [-5, 5])
+    assert index.segments[1].skip == 2

@@ -60,8 +60,8 @@ class LibraryName:
         self.fd = None
         self.name = path
         try:
-            path.encode("utf-8")
-        except UnicodeEncodeError:
+            os.fsencode(path).decode("utf-8")
+        except UnicodeDecodeError:
             try:
                 self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
             except OSError as error:

@@ -247,6 +247,7 @@ def _place_steps(segment, near):
     steps = unwrap_steps(stored, near=near)
     if not np.array_equal(steps, segment.step):
         segment.step = steps
+        segment.details.pop("stored_step", None)
         with_stored_steps(segment.details, stored, steps)
 
 
