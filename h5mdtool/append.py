@@ -35,7 +35,7 @@ from .formats import check_trajectory, load_decoders, scan
 from .layout import Layout
 from .mpi import (abort_unless_collective, cleanup_on_abort, close_h5, closing_h5, discard_h5, entry_point, open_h5,
                   require_parallel_h5py, root_call)
-from .outputs import (clone_file, is_write_failure, publish, remove_quietly, temporary_name, write_failure,
+from .outputs import (claim_for_update, clone_file, is_write_failure, publish, remove_quietly, temporary_name, write_failure,
                       write_failures_reported)
 from .progress import progress_bar
 from .provenance import base_record
@@ -99,6 +99,31 @@ def _lead(handle, paths, step_path, n_rows, chunk):
     return lead
 
 
+def _allocated_late(group):
+    """The first growable uncompressed dataset under *group* whose chunks HDF5 allocates when
+    first written (see :func:`h5mdtool.layout.allocated_early`), or None."""
+    import h5py
+
+    found = []
+
+    def visit(name, obj):
+        if found or not isinstance(obj, h5py.Dataset) or not obj.chunks or obj.maxshape[0] is not None:
+            return
+        dcpl = obj.id.get_create_plist()
+        if dcpl.get_nfilters() == 0 and dcpl.get_alloc_time() != h5py.h5d.ALLOC_TIME_EARLY:
+            found.append(obj.name)
+
+    group.visititems(visit)
+    return found[0] if found else None
+
+
+def _lock(target):
+    """Rank 0: the lock that keeps a second append to FILE from losing this one's frames."""
+    if not os.path.isfile(target):
+        raise InputError(f"{target}: no such file to append to")
+    return claim_for_update(target)
+
+
 def _plan(comm, inputs, target, *, on_overlap, on_truncated, format, velocities, forces, command):
     """Rank 0: check FILE and the new frames; the plan of the temporary file."""
     import h5py
@@ -119,8 +144,14 @@ def _plan(comm, inputs, target, *, on_overlap, on_truncated, format, velocities,
             has_time = f"{PARTICLES}/position/time" in handle
             edges_unit = next((unit_of(handle[paths["edges"]]) for _, paths, _, _ in groups if "edges" in paths), None)
             leads = [_lead(handle, paths, step, n_rows, chunk) for _, paths, step, n_rows in groups]
+            late = _allocated_late(handle[PARTICLES]) if comm.size > 1 else None
     except (OSError, KeyError, ValueError, TypeError) as error:
         raise InputError(f"{target}: cannot be appended to ({error})") from None
+    if late is not None:
+        raise InputError(f"{target}: {late} is uncompressed and was made by one process with its chunks allocated "
+                         "when first written (as h5mdtool made them before it asked HDF5 to allocate early), which parallel HDF5 1.10.8 cannot "
+                         "grow (its collective write fails): append without mpirun, or convert the file again once "
+                         "(files converted now grow on any number of ranks)")
     index = scan(inputs, on_overlap=on_overlap, format=format, on_truncated=on_truncated, continues=last_step)
     frames = np.arange(index.n_frames)
     if last_step is not None and index.step[0] <= last_step:
@@ -261,17 +292,20 @@ def append(inputs, target, *, comm=None, on_overlap="error", on_truncated="error
     require_parallel_h5py(comm)
     if comm.rank != 0:
         load_decoders(inputs, format)
-    plan, groups = root_call(comm, _plan, comm, inputs, target, on_overlap=on_overlap,
-                                      on_truncated=on_truncated, format=format, velocities=velocities,
-                                      forces=forces, command=command)
-    added = [len(frames) for _, frames in plan.groups]
-    summary = {"created": plan.provenance["created"], "command": plan.provenance["command"],
-               "inputs": plan.provenance["inputs"], "frames_added": added, "n_ranks": comm.size}
-    with cleanup_on_abort(lambda: remove_quietly(plan.temporary)):
-        summary["copy"] = root_call(comm, _clone, target, plan.temporary)
-        with progress_bar(sum(added), "append", comm, enabled=progress) as bar:
-            _extend(plan, groups, comm, bar, block_bytes, target)
-        root_call(comm, _publish, plan.temporary, target, summary)
+    lock = root_call(comm, _lock, target)
+    with cleanup_on_abort(lambda: remove_quietly(lock)):
+        plan, groups = root_call(comm, _plan, comm, inputs, target, on_overlap=on_overlap,
+                                 on_truncated=on_truncated, format=format, velocities=velocities,
+                                 forces=forces, command=command)
+        added = [len(frames) for _, frames in plan.groups]
+        summary = {"created": plan.provenance["created"], "command": plan.provenance["command"],
+                   "inputs": plan.provenance["inputs"], "frames_added": added, "n_ranks": comm.size}
+        with cleanup_on_abort(lambda: remove_quietly(plan.temporary)):
+            summary["copy"] = root_call(comm, _clone, target, plan.temporary)
+            with progress_bar(sum(added), "append", comm, enabled=progress) as bar:
+                _extend(plan, groups, comm, bar, block_bytes, target)
+            root_call(comm, _publish, plan.temporary, target, summary)
+        root_call(comm, remove_quietly, lock)
     return {
         "target": plan.output,
         "n_frames_before": [n for _, _, _, n in groups],

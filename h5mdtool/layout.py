@@ -184,6 +184,23 @@ def check_precision(value, option):
     return float(value)
 
 
+def allocated_early():
+    """A dataset creation property list asking for HDF5's early space allocation.
+
+    An uncompressed chunked dataset that a serial HDF5 created with its default (chunks
+    allocated when first written) cannot be grown by parallel HDF5 1.10.8: the collective
+    write into the new chunks fails (``MPI_File_set_view failed: MPI_ERR_TYPE: invalid
+    datatype``), so a file converted by one process could not be appended to under mpirun.
+    Parallel HDF5 allocates early anyway; asking for it in serial files too makes every file
+    growable by any number of ranks. Compressed datasets are not concerned.
+    """
+    import h5py
+
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+    return dcpl
+
+
 @dataclass
 class Layout:
     """How the per-atom datasets (position, velocity, force values) are stored.
@@ -412,10 +429,15 @@ class Layout:
             Written with MPI-IO: chunks are never filled at creation (HDF5 < 1.13 would
             write each twice). Serial files keep HDF5's default fill time: ``never`` there
             loses the data of a one-chunk dataset larger than the chunk cache (HDF5 1.10.8).
+
+        Uncompressed chunks are allocated when the dataset is created or grown, also in a
+        serial file (see :func:`allocated_early`).
         """
         options = {"chunks": self.chunk_shape(n_frames, n_atoms)}
         if parallel:
             options["fill_time"] = "never"
+        if self.compression == "none" and options["chunks"]:
+            options["dcpl"] = allocated_early()
         if self.compression != "none":
             import h5py
 

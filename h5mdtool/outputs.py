@@ -173,6 +173,77 @@ def temporary_name(path):
     return temporary
 
 
+def claim_for_update(path, action="append"):
+    """Rank 0: make the lock file that lets one command at a time update the file *path*.
+
+    An update (``--append``) copies the file, extends the copy and renames it over the file:
+    two at once would each publish their own copy, and the frames of the first would be
+    lost without a word. The lock is a hidden file beside *path*'s target, holding the host
+    and process id, made by a hard link (atomic with its content on local file systems, NFS
+    and Lustre alike); it is pending like a temporary (removed on errors and signals). A
+    lock left by a process killed outright (``kill -9``) stays, as git's ``index.lock`` does,
+    and the message says so.
+
+    Returns
+    -------
+    str
+        The lock's path: pass it to :func:`remove_quietly` when the update is published.
+
+    Raises
+    ------
+    OutputError
+        If another process holds the lock, or it cannot be made.
+    """
+    import socket
+
+    directory, name = os.path.split(os.path.realpath(path))
+    lock = os.path.join(directory, f".{_shortened(name, _name_max(directory) - 15 - 20)}.h5mdtool-lock")
+    host = socket.gethostname()
+    draft = f"{lock}.{uuid.uuid4().hex[:12]}"
+    with exclusive():
+        try:
+            with open(draft, "x") as handle:
+                handle.write(f"{host} {os.getpid()}\n")
+            os.link(draft, lock)
+            _pending.add(lock)
+            return lock
+        except FileExistsError:
+            pass
+        except OSError as error:
+            raise OutputError(f"{path}: cannot be locked for the {action} ({system_reason(error)})") from None
+        finally:
+            with contextlib.suppress(OSError):
+                os.remove(draft)
+    owner = _lock_owner(lock)
+    if owner is None:
+        who = ""
+    elif owner[0] == host and not _alive(owner[1]):
+        who = f" (process {owner[1]} of this host, which is no longer running: remove {lock})"
+    else:
+        who = f" (process {owner[1]} on {owner[0]}; if it is not running, remove {lock})"
+    raise OutputError(f"{path}: another h5mdtool {action} is updating it{who}; run one at a time")
+
+
+def _lock_owner(lock):
+    """``(host, pid)`` written in *lock*, or None when it is unreadable."""
+    try:
+        with open(lock) as handle:
+            host, pid = handle.read().split()
+        return host, int(pid)
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _name_max(directory):
     """Longest file name, in bytes, that the file system of *directory* accepts."""
     try:

@@ -80,6 +80,67 @@ def test_append_equals_one_convert(comm, shared_tmp, segments, fmt, options):
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("chunk_frames", [1, 5, 37, 200], ids=["k1", "k5", "one-chunk", "chunk>frames"])
+def test_a_file_converted_by_one_process_grows_on_any_number_of_ranks(comm, shared_tmp, segments, chunk_frames):
+    """A serial convert left uncompressed chunks to be allocated when first written, and
+    parallel HDF5 1.10.8 failed to grow them (``MPI_File_set_view failed: MPI_ERR_TYPE``):
+    appending under mpirun to a file converted by one process never worked. Every chunked
+    uncompressed dataset is now allocated early; the data survive it (MDAnalysis reads the
+    sources; one chunk of 37 frames is 1.5 MB, larger than HDF5's 1 MiB chunk cache)."""
+    from h5mdtool.mpi import SerialComm
+
+    from formats_oracle import compare_output, source_frames
+
+    grown = os.path.join(shared_tmp, "serial.h5md")
+    if comm.rank == 0:
+        convert(segments["xtc"][0], grown, comm=SerialComm(), progress=False, chunk_frames=chunk_frames)
+        with h5py.File(grown, "r") as f:
+            for name in ("position/value", "position/step", "position/time", "box/edges/value"):
+                dcpl = f[f"{TRAJ}/{name}"].id.get_create_plist()
+                assert dcpl.get_alloc_time() == h5py.h5d.ALLOC_TIME_EARLY, name
+    comm.Barrier()
+    summary = append(segments["xtc"][1:], grown, comm=comm, progress=False)
+    assert summary["n_frames_added"] == [61]
+    if comm.rank == 0:
+        frames = [frame for path in segments["xtc"] for frame in source_frames(path, "XTC")]
+        compare_output(grown, frames)
+        assert not validate_file(grown, "all").errors
+    comm.Barrier()
+
+
+@pytest.mark.mpi
+def test_an_old_serial_file_is_refused_by_a_parallel_append_before_anything_is_done(comm, shared_tmp, segments):
+    """A file converted serially before early allocation: one clear line naming what to do,
+    the file untouched, no lock or temporary left; one process appends to it."""
+    from h5mdtool.mpi import SerialComm
+
+    grown = os.path.join(shared_tmp, "old.h5md")
+    if comm.rank == 0:
+        convert(segments["xtc"][0], grown, comm=SerialComm(), progress=False, chunk_frames=4)
+        with h5py.File(grown, "r+") as f:  # the position values as h5mdtool wrote them before
+            value = f[f"{TRAJ}/position/value"]
+            data, attrs, chunks = value[()], dict(value.attrs), value.chunks
+            del f[f"{TRAJ}/position/value"]
+            value = f.create_dataset(f"{TRAJ}/position/value", data=data, chunks=chunks, maxshape=(None,) + data.shape[1:])
+            value.attrs.update(attrs)
+            assert value.id.get_create_plist().get_alloc_time() != h5py.h5d.ALLOC_TIME_EARLY
+    comm.Barrier()
+    before = hashlib.sha256(open(grown, "rb").read()).hexdigest()
+    if comm.size > 1:
+        with pytest.raises(InputError, match="position/value is uncompressed and was made by one process.*append "
+                                             "without mpirun, or convert the file again"):
+            append(segments["xtc"][1:], grown, comm=comm, progress=False)
+        assert hashlib.sha256(open(grown, "rb").read()).hexdigest() == before
+        comm.Barrier()
+        assert sorted(os.listdir(shared_tmp)) == ["old.h5md"]
+    elif comm.rank == 0:
+        append(segments["xtc"][1:], grown, comm=comm, progress=False)
+        with h5py.File(grown, "r") as f:
+            assert f[f"{TRAJ}/position/value"].shape[0] == 98
+    comm.Barrier()
+
+
+@pytest.mark.mpi
 def test_append_through_a_symbolic_link_grows_the_file_it_names(comm, shared_tmp, segments):
     """The link stays a link (appending replaced it with a new file, leaving its target as it was)."""
     whole = os.path.join(shared_tmp, "whole.h5md")
@@ -189,5 +250,46 @@ def test_killed_append_leaves_the_file_as_it_was(tmp_path, segments, ranks, wher
     with h5py.File(grown, "r") as f:
         assert f[f"{TRAJ}/position/value"].shape[0] == 37
     leftover = [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+    locks = [n for n in os.listdir(tmp_path) if n.endswith(".h5mdtool-lock")]
     if how == signal.SIGTERM:
-        assert not leftover  # cleaned up; after kill -9 a hidden temporary may stay (documented)
+        assert not leftover and not locks  # cleaned up; after kill -9 a hidden temporary may stay (documented)
+    else:  # the lock stays too, and the next append says whose it was
+        assert locks == [".g.h5md.h5mdtool-lock"]
+        again = run_h5mdtool(["convert", *segments["xtc"][1:], "--append", grown])
+        assert again.returncode == 1 and "which is no longer running: remove" in again.stderr, again.stderr
+        os.remove(tmp_path / locks[0])
+        again = run_h5mdtool(["convert", *segments["xtc"][1:], "--append", grown])
+        assert again.returncode == 0, again.stderr
+
+
+@pytest.mark.parametrize("ranks", [None, 2])
+def test_a_second_append_while_one_runs_is_refused_not_lost(tmp_path, segments, ranks):
+    """Two appends at once each published their own copy: both said "appended 4 frame(s)"
+    and the first one's frames were gone. The second is now refused while the first runs."""
+    grown = str(tmp_path / "g.h5md")
+    whole = str(tmp_path / "whole.h5md")
+    convert(segments["xtc"], whole, progress=False, chunk_frames=4)
+    convert(segments["xtc"][0], grown, progress=False, chunk_frames=4)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    command = [sys.executable, "-m", "h5mdtool", "convert", segments["xtc"][1], "--append", grown]
+    if ranks:
+        command = [MPIRUN, "-n", str(ranks)] + command
+    env = dict(os.environ, H5MDTOOL_TEST_DELAY="append-commit:*:3", H5MDTOOL_TEST_MARK=str(marks), PYTHONPATH=ROOT)
+    first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not os.listdir(marks) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert os.listdir(marks), "the first append never reached its commit"
+    second = run_h5mdtool(["convert", segments["xtc"][2], "--append", grown])
+    assert second.returncode == 1, second.stderr
+    assert "another h5mdtool append is updating it" in second.stderr and "run one at a time" in second.stderr
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    again = run_h5mdtool(["convert", segments["xtc"][2], "--append", grown])
+    assert again.returncode == 0, again.stderr
+    a, b = datasets(whole), datasets(grown)
+    assert sorted(a) == sorted(b)
+    for name in a:
+        np.testing.assert_array_equal(b[name], a[name], err_msg=name)
+    assert sorted(os.listdir(tmp_path)) == ["g.h5md", "marks", "whole.h5md"]
