@@ -197,7 +197,8 @@ def claim_for_update(path, action="append"):
     import socket
 
     directory, name = os.path.split(os.path.realpath(path))
-    lock = os.path.join(directory, f".{_shortened(name, _name_max(directory) - 15 - 20)}.h5mdtool-lock")
+    room = _name_max(directory) - len("..h5mdtool-lock") - _CLAIM_LENGTH  # the draft's suffix is shorter
+    lock = os.path.join(directory, f".{_shortened(name, room)}.h5mdtool-lock")
     host = socket.gethostname()
     draft = f"{lock}.{uuid.uuid4().hex[:12]}"
     with exclusive():
