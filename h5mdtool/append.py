@@ -35,8 +35,8 @@ from .formats import check_trajectory, load_decoders, scan
 from .layout import Layout
 from .mpi import (abort_unless_collective, cleanup_on_abort, close_h5, closing_h5, discard_h5, entry_point, open_h5,
                   require_parallel_h5py, root_call)
-from .outputs import (claim_for_update, clone_file, is_write_failure, publish, remove_quietly, temporary_name, write_failure,
-                      write_failures_reported)
+from .outputs import (claim_for_update, clone_file, is_write_failure, publish, remove_quietly, temporary_name,
+                      write_failure, write_failures_reported)
 from .progress import progress_bar
 from .provenance import base_record
 from .sanity import unit_of
@@ -149,9 +149,9 @@ def _plan(comm, inputs, target, *, on_overlap, on_truncated, format, velocities,
         raise InputError(f"{target}: cannot be appended to ({error})") from None
     if late is not None:
         raise InputError(f"{target}: {late} is uncompressed and was made by one process with its chunks allocated "
-                         "when first written (as h5mdtool made them before it asked HDF5 to allocate early), which parallel HDF5 1.10.8 cannot "
-                         "grow (its collective write fails): append without mpirun, or convert the file again once "
-                         "(files converted now grow on any number of ranks)")
+                         "when first written (as h5mdtool made them before it asked HDF5 to allocate early), which "
+                         "parallel HDF5 1.10.8 cannot grow (its collective write fails): append without mpirun, or "
+                         "convert the file again once (files converted now grow on any number of ranks)")
     index = scan(inputs, on_overlap=on_overlap, format=format, on_truncated=on_truncated, continues=last_step)
     frames = np.arange(index.n_frames)
     if last_step is not None and index.step[0] <= last_step:

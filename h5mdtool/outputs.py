@@ -205,7 +205,13 @@ def claim_for_update(path, action="append"):
         try:
             with open(draft, "x") as handle:
                 handle.write(f"{host} {os.getpid()}\n")
-            os.link(draft, lock)
+            try:
+                os.link(draft, lock)
+            except OSError as error:  # a file system without hard links: create it in place
+                if error.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+                    raise
+                with open(lock, "x") as handle:
+                    handle.write(f"{host} {os.getpid()}\n")
             _pending.add(lock)
             return lock
         except FileExistsError:
