@@ -185,20 +185,22 @@ def check_precision(value, option):
 
 
 def allocated_early():
-    """A dataset creation property list asking for HDF5's early space allocation.
+    """``create_dataset`` options for HDF5's early space allocation, without filling.
 
     An uncompressed chunked dataset that a serial HDF5 created with its default (chunks
     allocated when first written) cannot be grown by parallel HDF5 1.10.8: the collective
     write into the new chunks fails (``MPI_File_set_view failed: MPI_ERR_TYPE: invalid
     datatype``), so a file converted by one process could not be appended to under mpirun.
     Parallel HDF5 allocates early anyway; asking for it in serial files too makes every file
-    growable by any number of ranks. Compressed datasets are not concerned.
+    growable by any number of ranks. Compressed datasets are not concerned. Early chunks
+    are never filled: HDF5's default would write every chunk twice, zeros then data (a 2.4 GB
+    dataset of 58800 chunks took 1.3 s to create, 0.03 s without filling).
     """
     import h5py
 
     dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
     dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
-    return dcpl
+    return {"dcpl": dcpl, "fill_time": "never"}
 
 
 @dataclass
@@ -431,13 +433,13 @@ class Layout:
             loses the data of a one-chunk dataset larger than the chunk cache (HDF5 1.10.8).
 
         Uncompressed chunks are allocated when the dataset is created or grown, also in a
-        serial file (see :func:`allocated_early`).
+        serial file, and never filled (see :func:`allocated_early`).
         """
         options = {"chunks": self.chunk_shape(n_frames, n_atoms)}
         if parallel:
             options["fill_time"] = "never"
         if self.compression == "none" and options["chunks"]:
-            options["dcpl"] = allocated_early()
+            options.update(allocated_early())
         if self.compression != "none":
             import h5py
 

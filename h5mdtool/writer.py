@@ -137,11 +137,8 @@ class TrajectoryWriter:
         box = group.create_group("box")
         box.attrs["dimension"] = np.int32(3)
         box.attrs["boundary"] = fixed_ascii_array(boundary)
-        # HDF5 1.10 writes every chunk of a parallel file once more at creation unless told
-        # never to fill; a serial file allocates chunks when written, and "never" there loses
-        # the data of a dataset stored in one chunk larger than the chunk cache (DESIGN.md 8)
-        def small():  # and grown by any number of ranks: see layout.allocated_early
-            return {"dcpl": allocated_early(), **({"fill_time": "never"} if comm.size > 1 else {})}
+        # chunks allocated at creation and never filled, as the per-atom values: growable by
+        # any number of ranks, written once (layout.allocated_early)
 
         for fields, n_frames in groups:
             datasets, owner = {}, None
@@ -160,17 +157,17 @@ class TrajectoryWriter:
                 if owner is None:
                     owner = element
                     datasets["step"] = group.create_dataset(f"{element}/step", dtype=np.int64,
-                                                            **series_options((n_frames,)), **small())
+                                                            **series_options((n_frames,)), **allocated_early())
                     if times:
                         datasets["time"] = group.create_dataset(f"{element}/time", dtype=np.float64,
-                                                                **series_options((n_frames,)), **small())
+                                                                **series_options((n_frames,)), **allocated_early())
                         set_unit(datasets["time"], UNITS["time"])
                 else:
                     link_step_time(group[element], group[owner])
             if "box" in fields:
                 box_encoding = layout.box_encoding(dtype)
                 edges = box.create_dataset("edges/value", dtype=box_encoding.dtype, **series_options((n_frames, 3, 3)),
-                                           **small())
+                                           **allocated_early())
                 set_unit(edges, box_encoding.unit)
                 datasets["edges"] = edges
                 link_step_time(box["edges"], group[owner])
