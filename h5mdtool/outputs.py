@@ -224,7 +224,7 @@ def claim_for_update(path, action="append"):
     owner = _lock_owner(lock)
     if owner is None:
         who = ""
-    elif owner[0] == host and not _alive(owner[1]):
+    elif owner[0] == host and not process_alive(owner[1]):
         who = f" (process {owner[1]} of this host, which is no longer running: remove {lock})"
     else:
         who = f" (process {owner[1]} on {owner[0]}; if it is not running, remove {lock})"
@@ -241,7 +241,8 @@ def _lock_owner(lock):
         return None
 
 
-def _alive(pid):
+def process_alive(pid):
+    """True unless no process *pid* exists on this host (one of another user counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -42,16 +42,10 @@ def _json_default(value):
 
 def controller_alive():
     """False once the controller that started the pool is gone (then the worker ends)."""
+    from h5mdtool.outputs import process_alive
+
     pid = int(os.environ.get("DIFF_CONTROLLER_PID", "0") or 0)
-    if pid <= 0:
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid <= 0 or process_alive(pid)
 
 
 def wait_for(path, poll=0.002, longest=0.05):
