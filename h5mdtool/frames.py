@@ -153,11 +153,10 @@ class ManifestFrames:
         self.n_frames, self.n_atoms = manifest.n_frames, manifest.n_atoms
         self.atom_indices, self.block_frames, self.group = atom_indices, block_frames, group
         self.sources = OpenFiles()
-        self.touched = []  # every part opened, in order
 
     @property
     def opened(self):
-        return [os.path.relpath(path, os.path.dirname(self.manifest.path)) for path in self.touched]
+        return [os.path.relpath(path, os.path.dirname(self.manifest.path)) for path in self.sources.ever_opened]
 
     def describe(self):
         return {"format": self.manifest.format, "layout": "split", "parts": len(self.manifest.parts),
@@ -169,8 +168,6 @@ class ManifestFrames:
             self.sources.make_room()
             source = _part_source(part, self.n_atoms, self.atom_indices, self.block_frames, self.group)
             self.sources.add(part.path, source)
-            if part.path not in self.touched:
-                self.touched.append(part.path)
         return source
 
     def open_for(self, frames):
@@ -279,7 +276,6 @@ class MDAnalysisFrames:
         self.n_frames, self.n_atoms = pieces[-1].stop, n_atoms
         self.starts = np.array([piece.start for piece in pieces], np.int64)
         self.universes = OpenFiles(close=_close_universe)
-        self.touched = []  # every piece opened, in order
         self.current = None
         if len(pieces) == 1 and pieces[0].format == "H5MD" and comm.size > 1:
             # Collective: every rank opens the file. The ranks agree on a failure, to report
@@ -297,7 +293,7 @@ class MDAnalysisFrames:
 
     @property
     def opened(self):
-        paths = [self.pieces[number].path for number in self.touched]
+        paths = [self.pieces[number].path for number in self.universes.ever_opened]
         if self.relative_to is None:
             return paths
         return [os.path.relpath(path, self.relative_to) for path in paths]
@@ -336,8 +332,6 @@ class MDAnalysisFrames:
                              f"({reason(error)}){hint}") from None
         universe.h5mdtool_atoms = universe.atoms[self.atom_indices]
         universe.h5mdtool_name = name
-        if number not in self.touched:
-            self.touched.append(number)
         return self.universes.add(number, universe)
 
     def open_for(self, frames):

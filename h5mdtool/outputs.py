@@ -200,18 +200,19 @@ def claim_for_update(path, action="append"):
     room = _name_max(directory) - len("..h5mdtool-lock") - _CLAIM_LENGTH  # the draft's suffix is shorter
     lock = os.path.join(directory, f".{_shortened(name, room)}.h5mdtool-lock")
     host = socket.gethostname()
+    record = f"{host} {os.getpid()}\n"
     draft = f"{lock}.{uuid.uuid4().hex[:12]}"
     with exclusive():
         try:
             with open(draft, "x") as handle:
-                handle.write(f"{host} {os.getpid()}\n")
+                handle.write(record)
             try:
                 os.link(draft, lock)
             except OSError as error:  # a file system without hard links: create it in place
                 if error.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
                     raise
                 with open(lock, "x") as handle:
-                    handle.write(f"{host} {os.getpid()}\n")
+                    handle.write(record)
             _pending.add(lock)
             return lock
         except FileExistsError:
@@ -485,10 +486,10 @@ def free_space(path):
     from .lint import human
 
     try:
-        stat = os.statvfs(os.path.dirname(os.path.abspath(path)))
+        usage = os.statvfs(os.path.dirname(os.path.abspath(path)))
     except OSError:
         return "?"
-    return human(stat.f_bavail * stat.f_frsize)
+    return human(usage.f_bavail * usage.f_frsize)
 
 
 def is_write_failure(error):

@@ -314,6 +314,12 @@ class OpenFiles:
     def __init__(self, close=None):
         self._items = OrderedDict()
         self._close = close or (lambda item: item.close())
+        self._ever = {}  # every key added, in order (a dict as an ordered set)
+
+    @property
+    def ever_opened(self):
+        """Every key added so far, in order, closed since or not."""
+        return list(self._ever)
 
     def get(self, key):
         """The open reader of *key* (now the most recently used), or None."""
@@ -338,6 +344,7 @@ class OpenFiles:
 
     def add(self, key, item):
         self._items[key] = item
+        self._ever[key] = None
         return item
 
     def close(self):
