@@ -1,7 +1,9 @@
 """``h5mdtool convert NEW... --append FILE``: extend an H5MD file written by h5mdtool.
 
-The new frames must follow the file's last step (overlapping frames are refused, or dropped
-with ``--on-overlap drop``) and hold what the file holds: the same atoms (the file's ``id``
+The new frames must follow the file's last step (overlapping frames are refused; with
+``--on-overlap later`` the file's frames from the first new step on are removed, a restart
+superseding them; with ``--on-overlap first`` the new frames the file holds are dropped) and
+hold what the file holds: the same atoms (the file's ``id``
 selects them from a full system), the same elements sampled alike, time when the file has
 it, a box when the file has one. They are stored exactly as the file stores its frames: same
 chunks, codec and encodings.
@@ -139,11 +141,11 @@ def _plan(comm, inputs, target, *, on_overlap, on_truncated, format, velocities,
             dtypes = {name: str(handle[path].dtype) for _, paths, _, _ in groups for name, path in paths.items()}
             n_atoms = handle[groups[0][1]["positions"]].shape[1]
             ids = handle[f"{PARTICLES}/id"][()] if f"{PARTICLES}/id" in handle else None
-            last_steps = [int(handle[step][-1]) for _, _, step, n_rows in groups if n_rows]
+            file_steps = [handle[step][()] for _, _, step, _ in groups]
+            last_steps = [int(steps[-1]) for steps in file_steps if len(steps)]
             last_step = max(last_steps) if last_steps else None
             has_time = f"{PARTICLES}/position/time" in handle
             edges_unit = next((unit_of(handle[paths["edges"]]) for _, paths, _, _ in groups if "edges" in paths), None)
-            leads = [_lead(handle, paths, step, n_rows, chunk) for _, paths, step, n_rows in groups]
             late = _allocated_late(handle[PARTICLES]) if comm.size > 1 else None
     except (OSError, KeyError, ValueError, TypeError) as error:
         raise InputError(f"{target}: cannot be appended to ({error})") from None
@@ -154,13 +156,25 @@ def _plan(comm, inputs, target, *, on_overlap, on_truncated, format, velocities,
                          "convert the file again once (files converted now grow on any number of ranks)")
     index = scan(inputs, on_overlap=on_overlap, format=format, on_truncated=on_truncated, continues=last_step)
     frames = np.arange(index.n_frames)
+    notes = []
     if last_step is not None and index.step[0] <= last_step:
+        restart = int(index.step[0])
         if on_overlap == "error":
-            raise OverlapError(f"{inputs[0]} starts at step {int(index.step[0])} but {target} already reached "
-                               f"step {last_step} (use --on-overlap drop to keep the file's frames)")
-        frames = frames[index.step > last_step]
-        if not len(frames):
-            raise InputError(f"every new frame has a step the file already holds (up to step {last_step})")
+            raise OverlapError(f"{inputs[0]} starts at step {restart} but {target} already reached step {last_step} "
+                               "(a restart: --on-overlap later replaces the file's frames from that step on, as gmx "
+                               "trjcat keeps the later copy; first keeps the file's frames)")
+        if on_overlap == "later":
+            groups = [(fields, paths, step, _rows_before(steps, restart, target))
+                      for (fields, paths, step, _), steps in zip(groups, file_steps)]
+            removed = [len(steps) - kept for (_, _, _, kept), steps in zip(groups, file_steps)]
+            notes.append(f"removed {target}'s last {removed[0]} frame(s) (from step {restart} on): the new frames "
+                         "restart there (--on-overlap later)")
+        else:
+            frames = frames[index.step > last_step]
+            if not len(frames):
+                raise InputError(f"every new frame has a step the file already holds (up to step {last_step})")
+            notes.append(f"dropped the first {index.n_frames - len(frames)} new frame(s): {target} holds their steps "
+                         "(--on-overlap first)")
     check_trajectory(index, frames)
     atom_indices = None
     if index.n_atoms != n_atoms:
@@ -201,10 +215,22 @@ def _plan(comm, inputs, target, *, on_overlap, on_truncated, format, velocities,
     plan_groups = [(fields, group_frames) for (fields, _, _, _), (_, group_frames) in zip(groups, plan_groups)]
     provenance = base_record(comm, command)
     provenance.update(inputs=index.describe(), layout=layout.describe(), fields=wanted)
+    try:
+        with h5py.File(target, "r") as handle:
+            leads = [_lead(handle, paths, step, n_rows, chunk) for _, paths, step, n_rows in groups]
+    except (OSError, KeyError, ValueError, TypeError) as error:
+        raise InputError(f"{target}: cannot be appended to ({error})") from None
     plan = ConvertPlan(index=index, layout=layout, frames=range(0), atom_indices=atom_indices, groups=plan_groups,
                        temporary=temporary_name(os.path.realpath(target)), output=os.path.abspath(target), provenance=provenance,
                        lead=leads)
-    return plan, groups
+    return plan, groups, notes
+
+
+def _rows_before(steps, restart, target):
+    """How many of a group's stored rows (*steps*) come before step *restart*."""
+    if np.any(np.diff(steps) <= 0):
+        raise InputError(f"{target}: its steps do not increase, so frames cannot be replaced from step {restart} on")
+    return int(np.searchsorted(steps, restart))
 
 
 def _clone(target, copy):
@@ -265,8 +291,10 @@ def append(inputs, target, *, comm=None, on_overlap="error", on_truncated="error
     target : str
         An H5MD file written by h5mdtool (with growable datasets).
     comm : mpi4py communicator, optional
-    on_overlap : {"error", "drop"}
-        New frames at steps the file (or an earlier new segment) holds: refuse, or drop them.
+    on_overlap : {"error", "later", "first"}
+        New frames at steps the file (or an earlier new segment) holds: refuse; remove the
+        file's frames from the first new step on (a restart supersedes them); or drop the new
+        frames the file holds. ``"drop"`` is the older name of ``"first"``.
     on_truncated, format : see :func:`h5mdtool.convert`
     velocities, forces : bool
         False leaves out new velocities (forces) the file has no element for.
@@ -294,12 +322,13 @@ def append(inputs, target, *, comm=None, on_overlap="error", on_truncated="error
         load_decoders(inputs, format)
     lock = root_call(comm, _lock, target)
     with cleanup_on_abort(lambda: remove_quietly(lock)):
-        plan, groups = root_call(comm, _plan, comm, inputs, target, on_overlap=on_overlap,
-                                 on_truncated=on_truncated, format=format, velocities=velocities,
-                                 forces=forces, command=command)
+        plan, groups, notes = root_call(comm, _plan, comm, inputs, target, on_overlap=on_overlap,
+                                        on_truncated=on_truncated, format=format, velocities=velocities,
+                                        forces=forces, command=command)
         added = [len(frames) for _, frames in plan.groups]
         summary = {"created": plan.provenance["created"], "command": plan.provenance["command"],
-                   "inputs": plan.provenance["inputs"], "frames_added": added, "n_ranks": comm.size}
+                   "inputs": plan.provenance["inputs"], "frames_added": added, "n_ranks": comm.size,
+                   "notes": notes}
         with cleanup_on_abort(lambda: remove_quietly(plan.temporary)):
             summary["copy"] = root_call(comm, _clone, target, plan.temporary)
             with progress_bar(sum(added), "append", comm, enabled=progress) as bar:
@@ -309,6 +338,7 @@ def append(inputs, target, *, comm=None, on_overlap="error", on_truncated="error
     return {
         "target": plan.output,
         "n_frames_before": [n for _, _, _, n in groups],
+        "notes": notes,
         "n_frames_added": added,
         "elements": [list(fields) for fields, _, _, _ in groups],
         "copy": summary["copy"],

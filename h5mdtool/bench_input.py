@@ -211,9 +211,9 @@ def _check_positions(index):
     """
     for segment in index.segments:
         present = segment.fields.get("positions")
-        if segment.format == "H5MD" or (present is not None and present[segment.skip:].all()):
+        if segment.format == "H5MD" or (present is not None and present[segment.kept_frames].all()):
             continue
-        frame = segment.skip if present is None else segment.skip + int(np.flatnonzero(~present[segment.skip:])[0])
+        frame = segment.skip if present is None else segment.skip + int(np.flatnonzero(~present[segment.kept_frames])[0])
         raise InputError(f"{segment.path}: frame {frame} holds no positions (velocities or forces only); "
                          "bench rmsd reads trajectories whose every frame holds positions")
 

@@ -106,7 +106,13 @@ def _notes(index, frames, groups, fields_asked):
         if segment.skip:
             whole = " (the whole segment)" if segment.skip == segment.n_frames else ""
             notes.append(f"{segment.path}: dropped its first {segment.skip} frame(s){whole}: their "
-                         "steps are already in the previous segment (--on-overlap drop)")
+                         "steps are already in the previous segment (--on-overlap first)")
+        if segment.cut:
+            cut = segment.step[segment.n_frames - segment.cut:]
+            steps = f"step {int(cut[0])}" if len(cut) == 1 else f"steps {int(cut[0])} to {int(cut[-1])}"
+            whole = ", the whole segment" if segment.cut == segment.n_frames else ""
+            notes.append(f"{segment.path}: dropped its last {segment.cut} frame(s) ({steps}{whole}): a later "
+                         "segment restarts at or before them (--on-overlap later)")
         if segment.dropped:
             d = segment.dropped
             notes.append(f"{segment.path}: left out the incomplete frame {d['frame']} ({d['bytes']} byte(s) "
@@ -303,7 +309,7 @@ def _carry_over(plan, author):
 
     source = segments[0]
     frames = np.asarray(plan.frames, np.int64)
-    every_frame = len(frames) == plan.index.n_frames and not source.skip
+    every_frame = len(frames) == plan.index.n_frames and not source.skip and not source.cut
     steps = None if every_frame else plan.index.step[frames]
     return carry_over(source.path, plan.temporary, source.details["group"], steps=steps,
                       atoms=plan.atom_indices, n_atoms=plan.index.n_atoms, keep_author=author is not None,
@@ -439,8 +445,10 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
         inputs record them.
     velocities, forces : bool
         Write velocities and forces where frames hold them (default True).
-    on_overlap : {"error", "drop"}
-        Segments whose steps overlap are refused, or the repeated frames are dropped.
+    on_overlap : {"error", "later", "first"}
+        Segments whose steps overlap (restarts) are refused, or the earlier segment's frames
+        from the restart on are dropped (``later``), or the later segment's repeated frames
+        (``first``; ``drop`` is its older name); see :func:`h5mdtool.formats.scan`.
     on_truncated : {"error", "drop"}
         An incomplete last frame (a crashed run) is refused, or left out.
     format : str, optional

@@ -327,7 +327,7 @@ class Layout:
             if values is None:
                 raise UsageError(f"--precision xtc keeps an XTC's own grid, but {segment.path} is not an XTC "
                                  "with compressed coordinates; give --precision in nm")
-            precisions.update(np.unique(values[segment.skip:]).tolist())
+            precisions.update(np.unique(values[segment.kept_frames]).tolist())
         if len(precisions) != 1:
             raise UsageError(f"--precision xtc: the inputs were written at several precisions "
                              f"({', '.join(f'{p:g}' for p in sorted(precisions))}); give --precision in nm")

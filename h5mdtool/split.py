@@ -482,14 +482,19 @@ def _discard(plan):
 
 
 def _dropped(plan):
-    """What of the source the parts leave out: frames dropped as overlaps (--on-overlap drop)
+    """What of the source the parts leave out: frames dropped as overlaps (--on-overlap later/first)
     and incomplete last frames (--on-truncated drop)."""
     dropped = []
     for segment in plan.index.segments:
         if segment.skip:
             dropped.append({"path": os.path.abspath(segment.path), "frames": [0, segment.skip],
                             "n_frames": segment.skip,
-                            "reason": "steps overlap the previous segment (--on-overlap drop kept the first copy)"})
+                            "reason": "steps overlap the previous segment (--on-overlap first kept the first copy)"})
+        if segment.cut:
+            dropped.append({"path": os.path.abspath(segment.path),
+                            "frames": [segment.n_frames - segment.cut, segment.n_frames], "n_frames": segment.cut,
+                            "reason": "a later segment restarts at or before these steps (--on-overlap later kept "
+                                      "the restart's frames)"})
         if segment.dropped:
             lost = segment.dropped
             dropped.append({"path": os.path.abspath(segment.path), "frames": [lost["frame"], lost["frame"] + 1],
@@ -569,7 +574,9 @@ def split(inputs, outdir, nparts, *, comm=None, format="same", start=None, stop=
         H5MD parts only: the atoms to keep, as for :func:`h5mdtool.convert.convert`
         (*select* an MDAnalysis selection, or a group of the GROMACS index file
         *index_file*; or *atom_indices_file*); with *topology* each part stores it.
-    on_overlap, on_truncated : {"error", "drop"}
+    on_overlap : {"error", "later", "first"}
+        See :func:`h5mdtool.formats.scan`.
+    on_truncated : {"error", "drop"}
         As for convert; dropped frames are listed in the manifest.
     input_format : str, optional
         Read every input as this format (convert's ``--format``), whatever its extension.

@@ -1052,7 +1052,7 @@ def validate(paths, *, comm=None, profile="all", against=None, tolerance=None, s
         Warnings fail too (exit status 1).
     progress : bool, optional
         Progress bar on rank 0 for the comparison.
-    on_overlap : {"error", "drop"}
+    on_overlap : {"error", "later", "first"}
         How the source's overlapping segments are joined (as ``convert --on-overlap``).
     against_format : str, optional
         Read the source's segments as this format whatever their extension (``LAMMPS`` for a

@@ -419,7 +419,7 @@ def test_manifest_records_frames_dropped_as_overlap(tmp_path, adk_frames):
     document = written(tmp_path / "p")
     assert document["dropped"] == summary["dropped"] == [{
         "path": second, "frames": [0, 5], "n_frames": 5,
-        "reason": "steps overlap the previous segment (--on-overlap drop kept the first copy)",
+        "reason": "steps overlap the previous segment (--on-overlap first kept the first copy)",
     }]
     assert document["n_frames"] == 30
     assert [p["first_step"] for p in document["parts"]] == [0, 150]

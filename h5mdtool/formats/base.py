@@ -178,7 +178,11 @@ class Segment:
     details : dict
         Format-specific facts the readers need (picklable).
     skip : int
-        Leading frames dropped because an earlier segment already holds their steps.
+        Leading frames dropped because an earlier segment already holds their steps
+        (``--on-overlap first``).
+    cut : int
+        Trailing frames dropped because a later segment restarts at or before their steps
+        (``--on-overlap later``).
     dropped : dict, optional
         What the scan left out (an incomplete last frame), for the summary and provenance.
     """
@@ -197,28 +201,34 @@ class Segment:
     offsets: np.ndarray = None
     details: dict = field(default_factory=dict)
     skip: int = 0
+    cut: int = 0
     dropped: dict = None
+
+    @property
+    def kept_frames(self):
+        """The frames of this file that belong to the trajectory, as a slice."""
+        return slice(self.skip, self.n_frames - self.cut)
 
     @property
     def kept(self):
         """Number of frames of this file that belong to the trajectory."""
-        return self.n_frames - self.skip
+        return max(self.n_frames - self.skip - self.cut, 0)
 
     def has(self, name):
         """True when any kept frame holds field *name*."""
         present = self.fields.get(name)
-        return present is not None and bool(present[self.skip:].any())
+        return present is not None and bool(present[self.kept_frames].any())
 
     def describe(self):
         """JSON-friendly summary (provenance, summaries)."""
-        kept = self.step[self.skip:]
+        kept = self.step[self.kept_frames]
         record = {
             "path": os.path.abspath(self.path),
             "format": self.format,
             "size": self.size,
             "mtime": self.mtime,
             "n_frames": self.n_frames,
-            "frames_dropped_as_overlap": self.skip,
+            "frames_dropped_as_overlap": self.skip + self.cut,
             "first_step": int(kept[0]) if len(kept) else None,
             "last_step": int(kept[-1]) if len(kept) else None,
             "fields": {name: int(present.sum()) for name, present in self.fields.items()},

@@ -15,8 +15,10 @@ from ..errors import InputError, OverlapError, UsageError
 from . import REGISTRY, detect_format
 from .base import ATOM_FIELDS, FIELDS, FrameBlock, unwrap_steps, with_stored_steps
 
-#: How segment overlaps are handled: refuse them, or keep the first copy of each step.
-OVERLAP_POLICIES = ("error", "drop")
+#: How segment overlaps (restarts) are handled: refuse them; keep the later segment's frames
+#: (gmx trjcat's rule: a restart from a checkpoint supersedes what the earlier run wrote past
+#: it); or keep the earlier segment's. ``drop`` is the older name of ``first``.
+OVERLAP_POLICIES = ("error", "later", "first", "drop")
 #: What to do with an incomplete last frame: refuse, or leave it out and say so.
 TRUNCATION_POLICIES = ("error", "drop")
 
@@ -66,15 +68,16 @@ class TrajectoryIndex:
         self.n_atoms = self.segments[0].n_atoms
         kept = [segment.kept for segment in self.segments]
         self.starts = np.concatenate([[0], np.cumsum(kept)]).astype(np.int64)
-        self.step = np.concatenate([s.step[s.skip:] for s in self.segments]).astype(np.int64)
+        self.step = np.concatenate([s.step[s.kept_frames] for s in self.segments]).astype(np.int64)
         times = [s.time for s in self.segments]
         self.time = None if any(t is None for t in times) else np.concatenate(
-            [t[s.skip:] for t, s in zip(times, self.segments)])
+            [t[s.kept_frames] for t, s in zip(times, self.segments)])
         self.fields = {}
         for name in FIELDS:
             if any(name in s.fields for s in self.segments):
                 self.fields[name] = np.concatenate([
-                    s.fields[name][s.skip:] if name in s.fields else np.zeros(s.kept, bool) for s in self.segments
+                    s.fields[name][s.kept_frames] if name in s.fields else np.zeros(s.kept, bool)
+                    for s in self.segments
                 ])
         self.dtype = "float64" if any(s.dtype == "float64" for s in self.segments) else "float32"
         self.boundary = _boundary(self.segments, self.fields.get("box"))
@@ -160,7 +163,7 @@ def _boundary(segments, box):
     boundary = ["none"] * 3
     for segment in segments:
         present = segment.fields.get("box")
-        has_box = present is not None and present[segment.skip:].any()
+        has_box = present is not None and present[segment.kept_frames].any()
         own = segment.boundary if segment.boundary is not None and has_box else ["periodic" if has_box else "none"] * 3
         boundary = ["periodic" if "periodic" in pair else "none" for pair in zip(boundary, own)]
     return boundary
@@ -173,9 +176,12 @@ def scan(paths, on_overlap="error", format=None, on_truncated="error", group=Non
     ----------
     paths : sequence of str
         Segment files in trajectory order.
-    on_overlap : {"error", "drop"}
-        A segment that starts at or before the last step of the previous one: refuse, or drop
-        its frames up to that step and keep the first copy.
+    on_overlap : {"error", "later", "first"}
+        A segment that starts at or before the last step of an earlier one (a restart):
+        refuse; keep the later segment's frames, dropping the earlier segments' frames from
+        its first step on (gmx trjcat's rule, :attr:`Segment.cut`); or keep the earlier
+        segments' frames, dropping the later one's up to their last step
+        (:attr:`Segment.skip`). ``"drop"`` is the older name of ``"first"``.
     format : str, optional
         Format name for every segment, overriding the extensions.
     on_truncated : {"error", "drop"}
@@ -214,21 +220,42 @@ def scan(paths, on_overlap="error", format=None, on_truncated="error", group=Non
                 f"{with_time.path} records time but {without.path} does not: segments must agree"
             )
     chain_steps(segments, continues)
+    if on_overlap == "later":
+        _keep_later(segments)
+    else:
+        _keep_first(segments, on_overlap)
+    if not any(segment.kept for segment in segments):
+        raise InputError("no frame is left once overlapping steps are dropped")
+    return TrajectoryIndex(segments)
+
+
+def _keep_first(segments, on_overlap):
+    """Drop each segment's leading frames whose steps an earlier segment already holds (or refuse)."""
     last = None  # (step, path) of the last kept frame so far
     for segment in segments:
         if last is not None and segment.step[0] <= last[0]:
             if on_overlap == "error":
                 raise OverlapError(
                     f"{segment.path} starts at step {int(segment.step[0])} but {last[1]} already "
-                    f"reached step {last[0]}: segments overlap (use --on-overlap drop to keep the "
-                    "first copy of each step)"
+                    f"reached step {last[0]}: segments overlap (a restart: --on-overlap later keeps "
+                    "the restart's frames, as gmx trjcat does; first keeps the earlier file's)"
                 )
             segment.skip = int(np.count_nonzero(np.maximum.accumulate(segment.step) <= last[0]))
         if segment.kept:
             last = (int(segment.step[-1]), segment.path)
-    if not any(segment.kept for segment in segments):
-        raise InputError("no frame is left once overlapping steps are dropped")
-    return TrajectoryIndex(segments)
+
+
+def _keep_later(segments):
+    """Drop each segment's trailing frames from the first step of any later segment on: a run
+    restarted from a checkpoint continues from that step, and what the earlier run wrote past
+    it (up to a crash) is not the trajectory the restart continues."""
+    limit = None  # the smallest first step of the later segments
+    for segment in reversed(segments):
+        if limit is not None:
+            tail_min = np.minimum.accumulate(segment.step[::-1])
+            segment.cut = int(np.count_nonzero(tail_min >= limit))
+        first = int(segment.step[0])
+        limit = first if limit is None else min(limit, first)
 
 
 def chain_steps(segments, continues=None):

@@ -11,7 +11,7 @@ from .options import (SIZE, atom_options, emit_json, field_options, frame_option
 @click.command("convert")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
 @click.option("--output", "-o", default=None, metavar="FILE", help="H5MD file to write (written under a temporary name, renamed when complete).")
-@click.option("--append", "append_to", default=None, metavar="FILE", help="Instead of --output: add the frames of INPUT... to FILE, an H5MD file written by h5mdtool, in its own layout. The frames must follow its last step (--on-overlap drop drops those that do not). Interrupted, FILE keeps its old frames: the new ones become visible all at once at the end.")
+@click.option("--append", "append_to", default=None, metavar="FILE", help="Instead of --output: add the frames of INPUT... to FILE, an H5MD file written by h5mdtool, in its own layout. The frames must follow its last step (--on-overlap later replaces the file's frames from the first new step on, first drops the new frames the file holds). Interrupted, FILE keeps its old frames: the new ones become visible all at once at the end.")
 @atom_options
 @frame_options
 @time_options
@@ -82,8 +82,10 @@ def command(inputs, output, append_to, topology, select, atom_indices_file, inde
                 emit_json(summary)
             else:
                 click.echo(f"appended {sum(summary['n_frames_added'])} frame(s) to {summary['target']} "
-                           f"(it held {summary['n_frames_before'][0]}) in {summary['seconds']:.2f} s on "
+                           f"(it kept {summary['n_frames_before'][0]}) in {summary['seconds']:.2f} s on "
                            f"{summary['n_ranks']} rank(s)")
+                for note in summary["notes"]:
+                    click.echo(f"note: {note}")
         return
     summary = convert(
         list(inputs), output, comm=comm, topology=topology, select=select, index_file=index_file,

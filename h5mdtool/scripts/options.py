@@ -108,7 +108,7 @@ atom_options = compose(
 )
 
 segment_options = compose(
-    click.option("--on-overlap", type=click.Choice(["error", "drop"]), default="error", show_default=True, help="Segments whose steps overlap (restarts): refuse, or drop the repeated frames keeping the first copy (the summary says how many)."),
+    click.option("--on-overlap", type=click.Choice(["error", "later", "first", "drop"]), default="error", show_default=True, help="Segments whose steps overlap (a run restarted from a checkpoint): refuse; 'later' keeps the restart's frames and drops the earlier file's frames from the restart's first step on (gmx trjcat's rule: what a crashed run wrote past its checkpoint is not what the restart continues); 'first' keeps the earlier file's frames and drops the later file's up to their last step ('drop' is its older name). The summary says what was dropped."),
 )
 
 truncation_option = click.option("--on-truncated", type=click.Choice(["error", "drop"]), default="error", show_default=True, help="An input whose last frame is incomplete (a crashed run): refuse, or leave that frame out (the summary names it and its bytes).")

@@ -54,7 +54,7 @@ def command(ctx, inputs, nparts, output, part_format, start, stop, step, begin, 
     \b
     Examples:
       h5mdtool split md.xtc --nparts 64 -o md-parts/
-      h5mdtool split run1.xtc run2.xtc --nparts 16 -o parts/ --on-overlap drop
+      h5mdtool split run1.xtc run2.xtc --nparts 16 -o parts/ --on-overlap later
       h5mdtool split md.xtc --nparts 8 -b 1000 -e 5000 --dt 10 -o parts/
       mpirun -n 8 h5mdtool split md.dcd --nparts 32 -o parts/ --format h5md --compression gzip
       h5mdtool split md.trr --nparts 4 -o parts/ --format h5md -n index.ndx -s Protein --no-forces

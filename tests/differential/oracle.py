@@ -318,13 +318,25 @@ def join(pieces, on_overlap):
     """Join per-segment :class:`Frames` as a trajectory; raise :class:`Refusal` when it must be refused.
 
     A segment that starts at or before the last step kept so far overlaps: refused with
-    ``on_overlap="error"``, else its leading frames up to that step are dropped.
+    ``on_overlap="error"``. With ``"first"`` (``"drop"``) its frames up to that step are
+    dropped; with ``"later"`` (gmx trjcat's rule) every earlier segment's frames at or after
+    the first step of any later segment are dropped (a restart supersedes them).
     """
+    if on_overlap == "later":
+        pieces = list(pieces)
+        for number, frames in enumerate(pieces[:-1]):
+            restart = min(int(later.steps[0]) for later in pieces[number + 1:])
+            end = frames.n_frames
+            while end and frames.steps[end - 1] >= restart:
+                end -= 1
+            pieces[number] = frames.take(np.arange(end))
     kept = []
     last = None
     for number, frames in enumerate(pieces):
+        if not frames.n_frames:
+            continue
         if last is not None and frames.steps[0] <= last:
-            if on_overlap != "drop":
+            if on_overlap not in ("drop", "first"):
                 raise Refusal(f"segment {number} starts at step {frames.steps[0]}, not after step {last}")
             frames = frames.take(np.flatnonzero(frames.steps > last))
         if frames.n_frames:

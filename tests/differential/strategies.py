@@ -16,6 +16,8 @@ from .spec import (BOX_STORES, ISSUE14_FORMATS, LENGTH_PER_NM, LENGTH_UNITS, REG
 from .writers import ATOM_NAMES
 
 COMMANDS = ("convert", "split", "validate", "bench")
+#: --on-overlap values drawn for several segments ("drop" is the older name of "first")
+OVERLAP_CHOICES = ("error", "later", "later", "first", "drop")
 #: Selections tried with a topology; "name XX" matches nothing (a refusal).
 SELECTIONS = ("name CA", "all", "index 0", "index 1:3", "name CA or name N", "resid 1", "not name OW",
               "backbone", "name XX")
@@ -388,7 +390,7 @@ def convert_options(draw, segments, names):
         if draw(st.integers(0, 3)) != 0:
             options["select"] = draw(st.sampled_from(SELECTIONS))
     if len(segments) > 1:
-        options["on_overlap"] = draw(st.sampled_from(("error", "drop", "drop", "drop")))
+        options["on_overlap"] = draw(st.sampled_from(OVERLAP_CHOICES))
     if draw(st.integers(0, 5)) == 0:
         options["velocities"] = False
     if draw(st.integers(0, 5)) == 0:
@@ -412,7 +414,7 @@ def split_options(draw, segments):
         options.update(draw(layout_options(n_frames, allow_stripes=False)))
     options.update(draw(time_options(segments)))
     if len(segments) > 1:
-        options["on_overlap"] = draw(st.sampled_from(("error", "drop", "drop", "drop")))
+        options["on_overlap"] = draw(st.sampled_from(OVERLAP_CHOICES))
     return options
 
 
@@ -433,7 +435,7 @@ def validate_options(draw, segments):
         }
     options = {"mutation": mutation}
     if len(segments) > 1:
-        options["on_overlap"] = draw(st.sampled_from(("error", "drop", "drop", "drop")))
+        options["on_overlap"] = draw(st.sampled_from(OVERLAP_CHOICES))
     return options
 
 
