@@ -540,6 +540,38 @@ def test_bench_frames_engine_qcp_smallest_root():
         np.testing.assert_allclose(rmsd[:, 2], expected, atol=1e-3, err_msg=engine)
 
 
+def _kabsch_rmsd(frame, reference):
+    a, b = frame - frame.mean(axis=0), reference - reference.mean(axis=0)
+    u, _, vt = np.linalg.svd(a.T @ b)
+    d = np.sign(np.linalg.det(u @ vt)) or 1.0
+    return float(np.sqrt(max(0.0, ((a @ (u @ np.diag([1.0, 1.0, d]) @ vt) - b) ** 2).sum()) / len(a)))
+
+
+def test_bench_frames_engine_collinear_fit_group_far_from_the_reference(tmp_path):
+    # make fuzz case 205 (seed 3652262229): two C-alpha atoms 5500 A apart, RMSD 2.8 A, just
+    # above the threshold below which QCP's value was recomputed; MDAnalysis's QCP gives 2.99 A.
+    # A collinear fit group is now always fitted by the SVD.
+    from MDAnalysis.lib.formats.libmdaxdr import TRRFile
+
+    frames_nm = np.array([[[133.022, 496.69904, -15.919001], [483.06503, 80.315, -80.912]],
+                          [[-367.394, 189.69202, -162.38701], [-143.82701, -308.56702, -212.38301]]], np.float32)
+    trr, pdb = str(tmp_path / "two.trr"), str(tmp_path / "two.pdb")
+    with TRRFile(trr, "w") as handle:
+        for step, xyz in enumerate(frames_nm):
+            handle.write(xyz, None, None, np.zeros((3, 3), np.float32), step, float(step), 0.0, 2)
+    with open(pdb, "w") as handle:
+        for number, (x, y, z) in enumerate(frames_nm[0] * 10, 1):
+            handle.write(f"ATOM  {number:5d}  CA  ALA A{number:4d}    {x:8.2f}{y:8.2f}{z:8.2f}  1.00  0.00           C\n")
+        handle.write("END\n")
+    angstrom = frames_nm.astype(np.float64) * 10
+    expected = _kabsch_rmsd(angstrom[1], angstrom[0])
+    assert abs(mdanalysis_rmsd(pdb, trr, select="name CA")[1, 2] - expected) > 0.1  # MDAnalysis's QCP
+    for engine in ("blocks", "frames"):
+        rmsd = bench_rmsd(trr, pdb, select="name CA", engine=engine)["rmsd"]
+        assert rmsd[0, 2] < 1e-3, (engine, rmsd[0])
+        assert abs(rmsd[1, 2] - expected) < 1e-3, (engine, rmsd[1], expected)
+
+
 def test_bench_frames_engine_reports_the_scanned_times():
     # make fuzz cases 2535-2539: an H5MD file (MDAnalysis's H5MDWriter) with time in fs; the
     # frames engine reported MDAnalysis's ts.time, converted to ps in float32 (250.000015 ps
