@@ -141,8 +141,7 @@ def _plan(comm, inputs, target, *, on_overlap, on_truncated, format, velocities,
             dtypes = {name: str(handle[path].dtype) for _, paths, _, _ in groups for name, path in paths.items()}
             n_atoms = handle[groups[0][1]["positions"]].shape[1]
             ids = handle[f"{PARTICLES}/id"][()] if f"{PARTICLES}/id" in handle else None
-            file_steps = [handle[step][()] for _, _, step, _ in groups]
-            last_steps = [int(steps[-1]) for steps in file_steps if len(steps)]
+            last_steps = [int(handle[step][-1]) for _, _, step, n_rows in groups if n_rows]
             last_step = max(last_steps) if last_steps else None
             has_time = f"{PARTICLES}/position/time" in handle
             edges_unit = next((unit_of(handle[paths["edges"]]) for _, paths, _, _ in groups if "edges" in paths), None)
@@ -164,11 +163,10 @@ def _plan(comm, inputs, target, *, on_overlap, on_truncated, format, velocities,
                                "(a restart: --on-overlap later replaces the file's frames from that step on, as gmx "
                                "trjcat keeps the later copy; first keeps the file's frames)")
         if on_overlap == "later":
-            groups = [(fields, paths, step, _rows_before(steps, restart, target))
-                      for (fields, paths, step, _), steps in zip(groups, file_steps)]
-            removed = [len(steps) - kept for (_, _, _, kept), steps in zip(groups, file_steps)]
-            notes.append(f"removed {target}'s last {removed[0]} frame(s) (from step {restart} on): the new frames "
-                         "restart there (--on-overlap later)")
+            kept = _rows_before(target, groups, restart)
+            notes.append(f"removed {target}'s last {groups[0][3] - kept[0]} frame(s) (from step {restart} on): the "
+                         "new frames restart there (--on-overlap later)")
+            groups = [(fields, paths, step, n_rows) for (fields, paths, step, _), n_rows in zip(groups, kept)]
         else:
             frames = frames[index.step > last_step]
             if not len(frames):
@@ -226,11 +224,19 @@ def _plan(comm, inputs, target, *, on_overlap, on_truncated, format, velocities,
     return plan, groups, notes
 
 
-def _rows_before(steps, restart, target):
-    """How many of a group's stored rows (*steps*) come before step *restart*."""
-    if np.any(np.diff(steps) <= 0):
-        raise InputError(f"{target}: its steps do not increase, so frames cannot be replaced from step {restart} on")
-    return int(np.searchsorted(steps, restart))
+def _rows_before(target, groups, restart):
+    """How many stored rows of each element group of FILE come before step *restart*."""
+    import h5py
+
+    kept = []
+    with h5py.File(target, "r") as handle:
+        for _, _, step_path, _ in groups:
+            steps = handle[step_path][()]
+            if np.any(np.diff(steps) <= 0):
+                raise InputError(f"{target}: its steps do not increase, so its frames cannot be replaced from "
+                                 f"step {restart} on")
+            kept.append(int(np.searchsorted(steps, restart)))
+    return kept
 
 
 def _clone(target, copy):

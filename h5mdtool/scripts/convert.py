@@ -82,7 +82,7 @@ def command(inputs, output, append_to, topology, select, atom_indices_file, inde
                 emit_json(summary)
             else:
                 click.echo(f"appended {sum(summary['n_frames_added'])} frame(s) to {summary['target']} "
-                           f"(it kept {summary['n_frames_before'][0]}) in {summary['seconds']:.2f} s on "
+                           f"after its {summary['n_frames_before'][0]} in {summary['seconds']:.2f} s on "
                            f"{summary['n_ranks']} rank(s)")
                 for note in summary["notes"]:
                     click.echo(f"note: {note}")
