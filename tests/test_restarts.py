@@ -146,17 +146,23 @@ def test_the_cli_takes_later_first_and_the_old_name_drop(tmp_path):
     assert "gmx trjcat's rule" in help_text
 
 
+def restart_pair(comm, directory, crashed_steps, restart_steps, velocity_every=1):
+    """Rank 0 writes a crashed run's TRR and its restart's (seeds 1 and 2) in *directory*."""
+    crashed, restart = (os.path.join(directory, name) for name in ("a.trr", "b.trr"))
+    if comm.rank == 0:
+        write_trr(crashed, crashed_steps, seed=1, velocity_every=velocity_every)
+        write_trr(restart, restart_steps, seed=2, velocity_every=velocity_every)
+    comm.Barrier()
+    return crashed, restart
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("compression,restart_step", [("none", 50), ("gzip", 50), ("zstd", 40), ("none", 40)])
 def test_append_later_replaces_the_files_frames_from_the_restart_on(comm, shared_tmp, compression, restart_step):
     """The file holds steps 0-90 (velocities every 2nd frame: two element groups, chunks of 4
     frames); the restart starts at step 50 (inside a chunk) or 40 (on a chunk boundary): the
     file keeps its frames before it, then grows by the restart's frames on 1-3 ranks."""
-    crashed, restart = (os.path.join(shared_tmp, name) for name in ("a.trr", "b.trr"))
-    if comm.rank == 0:
-        write_trr(crashed, range(0, 100, 10), seed=1, velocity_every=2)
-        write_trr(restart, range(restart_step, 170, 10), seed=2, velocity_every=2)
-    comm.Barrier()
+    crashed, restart = restart_pair(comm, shared_tmp, range(0, 100, 10), range(restart_step, 170, 10), velocity_every=2)
     target = os.path.join(shared_tmp, "grown.h5md")
     convert(crashed, target, comm=comm, progress=False, chunk_frames=4, compression=compression)
     with pytest.raises(OverlapError, match="--on-overlap later replaces the file's frames from that step on"):
@@ -191,11 +197,7 @@ def test_append_later_replaces_the_files_frames_from_the_restart_on(comm, shared
 
 @pytest.mark.mpi
 def test_append_later_of_a_restart_before_the_files_first_step(comm, shared_tmp):
-    old, restart = (os.path.join(shared_tmp, name) for name in ("a.trr", "b.trr"))
-    if comm.rank == 0:
-        write_trr(old, range(100, 140, 10), seed=1)
-        write_trr(restart, range(50, 80, 10), seed=2)
-    comm.Barrier()
+    old, restart = restart_pair(comm, shared_tmp, range(100, 140, 10), range(50, 80, 10))
     target = os.path.join(shared_tmp, "grown.h5md")
     convert(old, target, comm=comm, progress=False, chunk_frames=3)
     summary = append(restart, target, comm=comm, progress=False, on_overlap="later")
@@ -209,11 +211,7 @@ def test_append_later_of_a_restart_before_the_files_first_step(comm, shared_tmp)
 def test_split_later_lists_the_superseded_frames(comm, shared_tmp):
     import json
 
-    crashed, restart = (os.path.join(shared_tmp, name) for name in ("a.trr", "b.trr"))
-    if comm.rank == 0:
-        write_trr(crashed, range(0, 80, 10), seed=1)
-        write_trr(restart, range(50, 100, 10), seed=2)
-    comm.Barrier()
+    crashed, restart = restart_pair(comm, shared_tmp, range(0, 80, 10), range(50, 100, 10))
     outdir = os.path.join(shared_tmp, "parts")
     split([crashed, restart], outdir, 3, comm=comm, on_overlap="later", progress=False)
     if comm.rank == 0:
