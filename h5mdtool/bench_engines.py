@@ -152,10 +152,13 @@ class FramesEngine:
             mobile = np.asarray(positions if plan.fit_columns is None else positions[plan.fit_columns], np.float64)
             centre = np.average(mobile, axis=0, weights=self.weights)
             mobile = mobile - centre
-            out[0] = self.qcp(self.reference, mobile, len(mobile), rotation, self.weights)
-            matrix = None if rotation is None else rotation.reshape(3, 3)
-            if self.collinear or not self.unresolved_below <= out[0] <= self._unrotated(mobile):
+            if self.collinear:  # QCP's value would be discarded
                 out[0], matrix = self._svd_fit(mobile)
+            else:
+                out[0] = self.qcp(self.reference, mobile, len(mobile), rotation, self.weights)
+                matrix = None if rotation is None else rotation.reshape(3, 3)
+                if not self.unresolved_below <= out[0] <= self._unrotated(mobile):
+                    out[0], matrix = self._svd_fit(mobile)
             if rotation is None:
                 continue
             for column, (atoms, reference, weights) in enumerate(

@@ -139,7 +139,6 @@ class TrajectoryWriter:
         box.attrs["boundary"] = fixed_ascii_array(boundary)
         # chunks allocated at creation and never filled, as the per-atom values: growable by
         # any number of ranks, written once (layout.allocated_early)
-
         for fields, n_frames in groups:
             datasets, owner = {}, None
             for name in fields:
