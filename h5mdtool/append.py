@@ -136,8 +136,9 @@ def _plan(comm, inputs, target, *, on_overlap, on_truncated, format, velocities,
         with h5py.File(target, "r") as handle:
             record, groups = _structure(target, handle)
             layout = Layout(**{key: record["layout"].get(key) for key in LAYOUT_FIELDS if key in record["layout"]})
-            chunk = handle[groups[0][1]["positions"]].chunks[0]
-            layout.chunk_frames = chunk
+            chunks = handle[groups[0][1]["positions"]].chunks
+            chunk = layout.chunk_frames = chunks[0]
+            layout.split_xyz = chunks[2] < 3  # as the file was written, whatever the record says
             dtypes = {name: str(handle[path].dtype) for _, paths, _, _ in groups for name, path in paths.items()}
             n_atoms = handle[groups[0][1]["positions"]].shape[1]
             ids = handle[f"{PARTICLES}/id"][()] if f"{PARTICLES}/id" in handle else None

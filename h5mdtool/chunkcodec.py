@@ -329,14 +329,26 @@ def supported_pipeline(dataset):
         return None
 
 
+def whole_frame_chunks(dataset):
+    """Whether *dataset*'s chunks each hold whole frames: every atom, and all of the last
+    axis or an even part of it (``--split-xyz``: ``(k, n_atoms, 1)``)."""
+    chunks, shape = dataset.chunks, dataset.shape
+    if chunks is None:
+        return False
+    if len(shape) == 3:
+        return chunks[1] == shape[1] and shape[2] % chunks[2] == 0
+    return tuple(chunks[1:]) == tuple(shape[1:])
+
+
 class ChunkReader:
     """Reads rows of filtered datasets chunked by whole frames, decoding chunks in threads.
 
     HDF5 decompresses the chunks of one read one after another; here the main thread reads
     each chunk's stored bytes (``read_direct_chunk``) and a pool of *threads* decodes them
-    with the dataset's own filters and copies the rows and atoms asked for. Datasets it
-    cannot read so (unfiltered, chunks splitting frames, filters only HDF5 runs, chunks
-    never written) are read by HDF5.
+    with the dataset's own filters and copies the rows and atoms asked for (of each chunk's
+    coordinates, when x, y and z are chunked apart). Datasets it cannot read so
+    (unfiltered, chunks splitting the atoms, filters only HDF5 runs, chunks never written)
+    are read by HDF5.
 
     Parameters
     ----------
@@ -358,8 +370,7 @@ class ChunkReader:
         key = (dataset.file.id.fileno, dataset.name)
         if key not in self.pipelines:
             pipeline = None
-            chunks = dataset.chunks
-            if (chunks is not None and tuple(chunks[1:]) == tuple(dataset.shape[1:]) and dataset.dtype.isnative
+            if (whole_frame_chunks(dataset) and dataset.dtype.isnative
                     and dataset.id.get_create_plist().get_nfilters()):
                 pipeline = supported_pipeline(dataset)
                 if pipeline is not None and not pipeline.thread_safe:
@@ -373,21 +384,27 @@ class ChunkReader:
         if pipeline is None or out.dtype != dataset.dtype:
             dataset.read_direct(out, np.s_[start:stop, span[0]:span[1]])
             return
-        rows = dataset.chunks[0]
-        shape = (rows,) + tuple(dataset.shape[1:])
+        rows, shape = dataset.chunks[0], dataset.chunks
+        # the corners of a row of chunks along the last axis: (0,) unless x, y and z are apart
+        columns = range(0, dataset.shape[2], shape[2]) if dataset.ndim == 3 else (None,)
         pending = []
         try:
             for corner in range(start - start % rows, stop, rows):
-                try:
-                    mask, stored = dataset.id.read_direct_chunk((corner,) + (0,) * (dataset.ndim - 1))
-                except (OSError, KeyError, ValueError, RuntimeError):  # a chunk never written: HDF5 fills it
-                    for future in pending:
-                        future.result()
-                    dataset.read_direct(out, np.s_[start:stop, span[0]:span[1]])
-                    return
                 first, last = max(start, corner), min(stop, corner + rows)
-                pending.append(self.pool.submit(_decode_rows, pipeline, stored, mask, dataset.dtype, shape,
-                                                corner, first, last, span, out[first - start:last - start]))
+                for column in columns:
+                    offset = (0,) * (dataset.ndim - 1) if column is None else (0, column)
+                    try:
+                        mask, stored = dataset.id.read_direct_chunk((corner,) + offset)
+                    except (OSError, KeyError, ValueError, RuntimeError):  # a chunk never written: HDF5 fills it
+                        for future in pending:
+                            future.result()
+                        dataset.read_direct(out, np.s_[start:stop, span[0]:span[1]])
+                        return
+                    target = out[first - start:last - start]
+                    if column is not None:
+                        target = target[..., column:column + shape[2]]
+                    pending.append(self.pool.submit(_decode_rows, pipeline, stored, mask, dataset.dtype, shape,
+                                                    corner, first, last, span, target))
         finally:
             errors = [future.exception() for future in pending]
         for error in errors:

@@ -79,11 +79,13 @@ class DirectChunkWriter:
                 prepared[name] = rows
                 continue
             dataset = datasets[name]
-            chunk = dataset.chunks[0]
+            chunks = dataset.chunks
             prepared[name] = [
-                (start + first, self.pool.submit(_encode, self.pipelines[number][name], rows[first:first + chunk],
-                                                 dataset.chunks, dataset.dtype))
-                for first in range(0, len(rows), chunk)
+                (_corner(dataset, start + first, column),
+                 self.pool.submit(_encode, self.pipelines[number][name], _columns(rows[first:first + chunks[0]],
+                                                                                  column, chunks),
+                                  chunks, dataset.dtype))
+                for first in range(0, len(rows), chunks[0]) for column in _column_corners(dataset)
             ]
         return prepared
 
@@ -96,13 +98,29 @@ class DirectChunkWriter:
                 if len(value):
                     self.writer.rows.write(dataset, start, value)
                 continue
-            for row, future in value:
+            for corner, future in value:
                 data, mask = future.result()
-                dataset.id.write_direct_chunk((row,) + (0,) * (dataset.ndim - 1), data, filter_mask=mask)
+                dataset.id.write_direct_chunk(corner, data, filter_mask=mask)
 
     def write_series(self, number, step, time, start=0):
         """Write group *number*'s ``step`` and ``time``."""
         self.writer.write_series(number, step, time, start)
+
+
+def _column_corners(dataset):
+    """Where the chunks of one row of chunks start along the last axis: ``(0,)``, or
+    ``(0, 1, 2)`` when x, y and z are chunked apart (``--split-xyz``)."""
+    return tuple(range(0, dataset.shape[-1], dataset.chunks[-1]))
+
+
+def _corner(dataset, row, column):
+    """The dataset coordinates of the chunk at *row* and last-axis *column*."""
+    return (row,) + (0,) * (dataset.ndim - 2) + (column,)
+
+
+def _columns(rows, column, chunks):
+    """The part of *rows* that the chunk at last-axis *column* holds."""
+    return rows[..., column:column + chunks[-1]]
 
 
 def _encode(pipeline, rows, chunks, dtype):

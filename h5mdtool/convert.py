@@ -405,7 +405,7 @@ def _discard(comm, error, h5file, writer, path):
 def convert(inputs, output, *, comm=None, topology=None, select=None, index_file=None, atom_indices_file=None,
             start=None, stop=None, step=None, begin=None, end=None, dt=None, velocities=True, forces=True, on_overlap="error", on_truncated="error",
             format=None, group=None, chunk_frames=None, contiguous=False, compression="auto",
-            compression_level=None, shuffle=None, precision=None, velocity_precision=None,
+            compression_level=None, shuffle=None, split_xyz=None, precision=None, velocity_precision=None,
             force_precision=None, stripe_count=None, stripe_size=None, force=False, progress=None,
             block_bytes=None, threads=None,
             author=None, command=None):
@@ -455,7 +455,7 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
         Input format for every file (XTC, TRR, DCD, H5MD), overriding the extensions.
     group : str, optional
         H5MD input: the particle group to read (default: the first, as MDAnalysis reads).
-    chunk_frames, contiguous, compression, compression_level, shuffle, precision : see :class:`~h5mdtool.layout.Layout`
+    chunk_frames, contiguous, compression, compression_level, shuffle, split_xyz, precision : see :class:`~h5mdtool.layout.Layout`
         ``chunk_frames="auto"`` plans the chunk size; ``precision`` (nm) stores positions
         as integers on a decimal grid, error at most ``precision / 2``; ``"xtc"`` keeps the
         XTC inputs' own grid exactly.
@@ -501,7 +501,7 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
     output = os.fspath(output)
     layout = root_call(
         comm, Layout, chunk_frames=chunk_frames, contiguous=contiguous,
-        compression=compression, compression_level=compression_level, shuffle=shuffle,
+        compression=compression, compression_level=compression_level, shuffle=shuffle, split_xyz=split_xyz,
         precision=precision, velocity_precision=velocity_precision, force_precision=force_precision,
         stripe_count=stripe_count, stripe_size=stripe_size,
     )

@@ -195,7 +195,9 @@ def lint_dataset(report, path, dataset, file):
         if chunks[1] < shape[1]:
             pieces = -(-shape[1] // chunks[1])
             report.add("LINT001", path, f"chunks {tuple(chunks)} split each frame of {shape[1]} atoms into {pieces} pieces: {what}; Jakupovic & Beckstein (SciPy 2021, doi:10.25080/majora-1b6fd038-005) measured about 10x slower reads with such auto-chunked files", fix)
-        if chunks[2] < shape[2]:
+        # x, y and z chunked apart over all atoms (--split-xyz) is a compressed layout's choice:
+        # the three chunks of a frame hold its bytes once, so only uncompressed ones are warned of
+        if chunks[2] < shape[2] and not (storage["compressed"] and chunks[1] == shape[1]):
             report.add("LINT002", path, f"chunks {tuple(chunks)} split the xyz axis into {-(-shape[2] // chunks[2])} pieces: {what}", fix)
     chunk_bytes = cost["chunk_bytes"]
     if storage["filters"] and chunks[0] > 1 and chunk_bytes > DEFAULT_CHUNK_CACHE:

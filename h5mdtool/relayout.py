@@ -132,7 +132,8 @@ class _Copier:
         parent, name = self._parent(target)
         if frame_shaped and n:
             options = self.layout.dataset_options(n, shape[1])
-            options["chunks"] = (min(options["chunks"][0] if options["chunks"] else 1, n),) + shape[1:]
+            chunks = options["chunks"] or (1,) + shape[1:]
+            options["chunks"] = (min(chunks[0], n), shape[1], 1 if self.layout.split_xyz else shape[2])
             options.pop("fill_time", None)
         else:
             options = self._options(template, shape)

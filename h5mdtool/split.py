@@ -48,12 +48,12 @@ EXTENSIONS = {"XTC": ".xtc", "TRR": ".trr", "DCD": ".dcd", "H5MD": ".h5md"}
 COPY_BUFFER = 16 * 1024**2
 
 #: Options that shape H5MD parts only (keywords of :func:`split`): layout, fields, atoms.
-H5MD_PART_OPTIONS = ("chunk_frames", "contiguous", "compression", "compression_level", "shuffle",
+H5MD_PART_OPTIONS = ("chunk_frames", "contiguous", "compression", "compression_level", "shuffle", "split_xyz",
                      "precision", "velocity_precision", "force_precision", "velocities", "forces",
                      "topology", "select", "index_file", "atom_indices_file")
-FLAGS = ("shuffle", "velocities", "forces")  # --NAME/--no-NAME
+FLAGS = ("shuffle", "split_xyz", "velocities", "forces")  # --NAME/--no-NAME
 SPELLINGS = {"index_file": "-n/--index", "atom_indices_file": "--atom-indices"}
-LAYOUT_KEYWORDS = ("chunk_frames", "contiguous", "compression", "compression_level", "shuffle", "precision",
+LAYOUT_KEYWORDS = ("chunk_frames", "contiguous", "compression", "compression_level", "shuffle", "split_xyz", "precision",
                    "velocity_precision", "force_precision")
 
 
@@ -547,8 +547,8 @@ def split(inputs, outdir, nparts, *, comm=None, format="same", start=None, stop=
           end=None, dt=None, topology=None, select=None, index_file=None, atom_indices_file=None,
           on_overlap="error", on_truncated="error", input_format=None, force=False,
           progress=None, chunk_frames=None, contiguous=None, compression=None,
-          compression_level=None, shuffle=None, precision=None, velocity_precision=None, force_precision=None,
-          velocities=None, forces=None, command=None):
+          compression_level=None, shuffle=None, split_xyz=None, precision=None, velocity_precision=None,
+          force_precision=None, velocities=None, forces=None, command=None):
     """Split a trajectory into *nparts* balanced part files plus ``manifest.json``.
 
     Parameters
@@ -584,7 +584,7 @@ def split(inputs, outdir, nparts, *, comm=None, format="same", start=None, stop=
         Replace the contents of a non-empty *outdir* (once the new parts are complete).
     progress : bool, optional
         Progress bar on rank 0 (default: when standard error is a terminal).
-    chunk_frames, contiguous, compression, compression_level, shuffle, precision, velocity_precision, force_precision
+    chunk_frames, contiguous, compression, compression_level, shuffle, split_xyz, precision, velocity_precision, force_precision
         Layout of H5MD parts (see :class:`h5mdtool.layout.Layout`); None for the default.
     velocities, forces : bool, optional
         H5MD parts: write TRR/H5MD velocities and forces when present (default True).
@@ -614,7 +614,7 @@ def split(inputs, outdir, nparts, *, comm=None, format="same", start=None, stop=
     inputs = [os.fspath(p) for p in ([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)]
     outdir = os.fspath(outdir)
     options = dict(chunk_frames=chunk_frames, contiguous=contiguous, compression=compression,
-                   compression_level=compression_level, shuffle=shuffle, precision=precision,
+                   compression_level=compression_level, shuffle=shuffle, split_xyz=split_xyz, precision=precision,
                    velocity_precision=velocity_precision, force_precision=force_precision,
                    velocities=velocities, forces=forces, topology=topology, select=select, index_file=index_file,
                    atom_indices_file=atom_indices_file)

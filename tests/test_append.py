@@ -50,12 +50,15 @@ def datasets(path):
 
 
 LAYOUTS = [{}, {"compression": "gzip", "chunk_frames": 8}, {"precision": 0.001, "chunk_frames": 5},
-           {"compression": "zstd", "chunk_frames": "auto"}]
+           {"compression": "zstd", "chunk_frames": "auto"},
+           {"compression": "zstd", "split_xyz": True, "chunk_frames": 3},
+           {"precision": 0.001, "split_xyz": False, "chunk_frames": 5}]
 
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("fmt", ["xtc", "trr"])
-@pytest.mark.parametrize("options", LAYOUTS, ids=["plain", "gzip-k8", "precision-k5", "zstd-auto"])
+@pytest.mark.parametrize("options", LAYOUTS, ids=["plain", "gzip-k8", "precision-k5", "zstd-auto",
+                                                      "zstd-split-k3", "precision-joint-k5"])
 def test_append_equals_one_convert(comm, shared_tmp, segments, fmt, options):
     whole = os.path.join(shared_tmp, "whole.h5md")
     grown = os.path.join(shared_tmp, "grown.h5md")

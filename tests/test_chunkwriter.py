@@ -26,22 +26,24 @@ TRAJ = "particles/trajectory"
 CODECS = ["gzip", "zstd", "lz4", "blosc2"]
 
 
-def _dataset(handle, name, shape, chunk_frames, dtype, compression, shuffle):
+def _dataset(handle, name, shape, chunk_frames, dtype, compression, shuffle, split_xyz=False):
+    """A compressed dataset chunked by whole frames; with *split_xyz*, x, y and z apart."""
     dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
     chosen = codec(compression)
     chosen.set_on(dcpl, chosen.default_level, shuffle)
-    return handle.create_dataset(name, shape=shape, maxshape=(None,) + shape[1:], chunks=(chunk_frames,) + shape[1:],
-                                 dtype=dtype, dcpl=dcpl)
+    chunks = (chunk_frames,) + shape[1:-1] + ((1,) if split_xyz else shape[-1:])
+    return handle.create_dataset(name, shape=shape, maxshape=(None,) + shape[1:], chunks=chunks, dtype=dtype, dcpl=dcpl)
 
 
 @settings(max_examples=60, deadline=None)
 @given(compression=st.sampled_from(CODECS), shuffle=st.booleans(),
        dtype=st.sampled_from(["float32", "float64", "int32"]), n_frames=st.integers(1, 9),
        chunk_frames=st.integers(1, 12), n_atoms=st.integers(1, 40), kind=st.sampled_from(["smooth", "random", "zeros"]),
-       seed=st.integers(0, 2**16))
+       seed=st.integers(0, 2**16), split_xyz=st.booleans())
 def test_encoded_chunks_read_back_through_hdf5(tmp_path_factory, compression, shuffle, dtype, n_frames, chunk_frames,
-                                               n_atoms, kind, seed):
-    """Whatever the codec, dtype, chunk and data, HDF5's own filters decode what the pipeline encoded."""
+                                               n_atoms, kind, seed, split_xyz):
+    """Whatever the codec, dtype, chunk (x, y and z together or apart) and data, HDF5's own
+    filters decode what the pipeline encoded."""
     rng = np.random.default_rng(seed)
     shape = (n_frames, n_atoms, 3)
     if kind == "random":
@@ -54,16 +56,18 @@ def test_encoded_chunks_read_back_through_hdf5(tmp_path_factory, compression, sh
     chunk_frames = min(chunk_frames, n_frames)
     path = str(tmp_path_factory.mktemp("pipeline") / "x.h5")
     with h5py.File(path, "w", libver=("v110", "latest")) as handle:
-        dataset = _dataset(handle, "x", shape, chunk_frames, dtype, compression, shuffle)
+        dataset = _dataset(handle, "x", shape, chunk_frames, dtype, compression, shuffle, split_xyz)
         found = FilterPipeline.of(dataset)
         pipeline = FilterPipeline(found.filters, found.itemsize)  # built from plain values, as from another process
+        width = dataset.chunks[2]
         for first in range(0, n_frames, chunk_frames):
-            chunk = np.zeros((chunk_frames, n_atoms, 3), dtype)
-            rows = data[first:first + chunk_frames]
-            chunk[:len(rows)] = rows
-            stored, mask = pipeline.encode(chunk)
-            assert bytes(pipeline.decode(stored, mask)) == chunk.tobytes()
-            dataset.id.write_direct_chunk((first, 0, 0), stored, filter_mask=mask)
+            for column in range(0, 3, width):
+                chunk = np.zeros((chunk_frames, n_atoms, width), dtype)
+                rows = data[first:first + chunk_frames, :, column:column + width]
+                chunk[:len(rows)] = rows
+                stored, mask = pipeline.encode(chunk)
+                assert bytes(pipeline.decode(stored, mask)) == chunk.tobytes()
+                dataset.id.write_direct_chunk((first, 0, column), stored, filter_mask=mask)
     with h5py.File(path, "r") as handle:
         np.testing.assert_array_equal(handle["x"][()], data)
 
@@ -218,10 +222,11 @@ def test_threads_are_recorded(tmp_path, adk):
 @settings(max_examples=40, deadline=None)
 @given(compression=st.sampled_from(CODECS + ["lzf", "none"]), dtype=st.sampled_from(["float32", "int32", "float64"]),
        n_frames=st.integers(1, 20), chunk_frames=st.integers(1, 8), n_atoms=st.integers(1, 30),
-       threads=st.integers(1, 3), data=st.data())
+       threads=st.integers(1, 3), split_xyz=st.booleans(), data=st.data())
 def test_chunk_reader_reads_what_hdf5_reads(tmp_path_factory, compression, dtype, n_frames, chunk_frames, n_atoms,
-                                            threads, data):
-    """Any rows and span of atoms, through the threads or (lzf, uncompressed) HDF5: HDF5's values."""
+                                            threads, split_xyz, data):
+    """Any rows and span of atoms, x, y and z chunked together or apart, through the threads or
+    (lzf, uncompressed) HDF5: HDF5's values."""
     from h5mdtool.chunkcodec import ChunkReader
 
     values = (np.random.default_rng(n_frames).standard_normal((n_frames, n_atoms, 3)) * 50).astype(dtype)
@@ -229,10 +234,10 @@ def test_chunk_reader_reads_what_hdf5_reads(tmp_path_factory, compression, dtype
     chunk_frames = min(chunk_frames, n_frames)
     with h5py.File(path, "w", libver=("v110", "latest")) as handle:
         if compression in ("lzf", "none"):
-            handle.create_dataset("x", data=values, chunks=(chunk_frames, n_atoms, 3),
+            handle.create_dataset("x", data=values, chunks=(chunk_frames, n_atoms, 1 if split_xyz else 3),
                                   compression=None if compression == "none" else "lzf")
         else:
-            _dataset(handle, "x", values.shape, chunk_frames, dtype, compression, True)[...] = values
+            _dataset(handle, "x", values.shape, chunk_frames, dtype, compression, True, split_xyz)[...] = values
     start = data.draw(st.integers(0, n_frames - 1))
     stop = data.draw(st.integers(start + 1, n_frames))
     first = data.draw(st.integers(0, n_atoms - 1))
@@ -275,12 +280,13 @@ def test_h5md_reader_decodes_outside_hdf5_with_one_core(tmp_path, monkeypatch, a
     np.testing.assert_array_equal(block.positions, expected)
 
 
-def test_chunk_reader_fills_chunks_never_written(tmp_path):
+@pytest.mark.parametrize("split_xyz", [False, True])
+def test_chunk_reader_fills_chunks_never_written(tmp_path, split_xyz):
     """A chunk never written reads as HDF5's fill value, as through HDF5."""
     from h5mdtool.chunkcodec import ChunkReader
 
     with h5py.File(str(tmp_path / "x.h5"), "w") as handle:
-        dataset = _dataset(handle, "x", (6, 4, 3), 2, "float32", "zstd", True)
+        dataset = _dataset(handle, "x", (6, 4, 3), 2, "float32", "zstd", True, split_xyz)
         dataset[0:2] = 1.0
     reader = ChunkReader(2)
     with h5py.File(str(tmp_path / "x.h5"), "r") as handle:

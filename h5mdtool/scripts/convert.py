@@ -28,7 +28,7 @@ from .options import (SIZE, atom_options, emit_json, field_options, frame_option
 def command(inputs, output, append_to, topology, select, atom_indices_file, index_file, start, stop, step, begin, end, dt,
             velocities, forces, on_overlap, on_truncated,
             input_format, group, chunk_frames, precision, velocity_precision, force_precision, contiguous,
-            compression, compression_level, shuffle, stripe_count, stripe_size, block_size, threads, author, force,
+            compression, compression_level, shuffle, split_xyz, stripe_count, stripe_size, block_size, threads, author, force,
             progress, as_json):
     """Convert MD trajectories into one H5MD 1.1 file.
 
@@ -72,7 +72,8 @@ def command(inputs, output, append_to, topology, select, atom_indices_file, inde
                              group=group, chunk_frames=chunk_frames,
                              precision=precision, velocity_precision=velocity_precision,
                              force_precision=force_precision, contiguous=contiguous, compression=compression,
-                             compression_level=compression_level, shuffle=shuffle, stripe_count=stripe_count,
+                             compression_level=compression_level, shuffle=shuffle, split_xyz=split_xyz,
+                             stripe_count=stripe_count,
                              stripe_size=stripe_size, author=author, force=force, threads=threads)
         summary = append(list(inputs), append_to, comm=comm, on_overlap=on_overlap, on_truncated=on_truncated,
                          format=input_format, velocities=velocities, forces=forces, progress=progress,
@@ -93,7 +94,7 @@ def command(inputs, output, append_to, topology, select, atom_indices_file, inde
         velocities=velocities, forces=forces, on_overlap=on_overlap,
         on_truncated=on_truncated, format=input_format, group=group,
         chunk_frames=chunk_frames, contiguous=contiguous, compression=compression,
-        compression_level=compression_level, shuffle=shuffle, precision=precision,
+        compression_level=compression_level, shuffle=shuffle, split_xyz=split_xyz, precision=precision,
         velocity_precision=velocity_precision, force_precision=force_precision, stripe_count=stripe_count,
         stripe_size=stripe_size, force=force, progress=progress, block_bytes=block_size, threads=threads,
         author=author,

@@ -138,8 +138,9 @@ def command_line(call, output_override=None):
         elif key == "contiguous":
             if value:
                 argv.append("--contiguous")
-        elif key == "shuffle":
-            argv.append("--shuffle" if value else "--no-shuffle")
+        elif key in ("shuffle", "split_xyz"):
+            flag = key.replace("_", "-")
+            argv.append(f"--{flag}" if value else f"--no-{flag}")
         elif key in _FLAGS:
             argv += [_FLAGS[key], str(value)]
     if function in ("convert", "split"):

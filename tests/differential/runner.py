@@ -75,6 +75,8 @@ def layout_problem(options):
         return "--contiguous with --precision"
     if options.get("shuffle") and not compressed:
         return "--shuffle without --compression"
+    if options.get("split_xyz") and not compressed:
+        return "--split-xyz without --compression"
     if options.get("stripe_size") is not None and options["stripe_size"] % 65536:
         return "--stripe-size not a multiple of 64K"
     if options.get("stripe_count") is not None and (options["stripe_count"] == 0 or options["stripe_count"] < -1):

@@ -369,6 +369,8 @@ def layout_options(draw, n_frames, allow_stripes=True):
             options["shuffle"] = draw(st.booleans())
     elif draw(st.integers(0, 19)) == 0:
         options["shuffle"] = True  # without compression: a usage error
+    if draw(st.integers(0, 3)) == 0:
+        options["split_xyz"] = draw(st.booleans())  # True without compression: a usage error
     if draw(st.integers(0, 2)) == 0:
         digits = draw(st.integers(1, 6))
         options["precision"] = draw(st.sampled_from((10.0 ** -digits, 5 * 10.0 ** -(digits + 1), 2 * 10.0 ** -digits)))
