@@ -6,7 +6,9 @@ auto-chunked (as pyh5md or plain h5py write it), ``(1, N, 3)`` chunks, planner c
 (``--chunk-frames auto``), contiguous, gzip levels 1, 4 (the default) and 9, zstd, and
 ``--precision 0.001`` with its default codec (zstd), gzip (built-in filters only), blosc2 and
 lz4. Targets: the default lossy layout <= 1.0x the XTC's size, its built-in variant <= 1.1x,
-zstd <= gzip level 4's size. For each file: its size relative to the XTC, the time to read every frame one at a
+zstd <= gzip level 4's size, on AdK and on the solvated system (MDAnalysisTests' solvated
+AdK repeated 30 times, 300 frames of 47681 atoms: sizes only, with x, y and z chunked
+together and apart, ``--split-xyz``). For each AdK file: its size relative to the XTC, the time to read every frame one at a
 time (``read_frames.py``) on 1 and 2 ranks, and, when the ``bench`` command is installed,
 ``h5mdtool bench rmsd`` on 1 and 2 ranks.
 """
@@ -20,6 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from common import H5MDTOOL, HERE, MPIRUN, check, machine, remove, save, timed  # noqa: E402
 from data import DATA, repeated_xtc, topology  # noqa: E402
+from study_layouts import solvated_xtc  # noqa: E402
 
 LAYOUTS = {
     "chunks (1, N, 3)": [],
@@ -33,6 +36,16 @@ LAYOUTS = {
     "precision 0.001 + gzip (built-in filters only)": ["--precision", "0.001", "--compression", "gzip"],
     "precision 0.001 + blosc2 (bit shuffle + zstd)": ["--precision", "0.001", "--compression", "blosc2"],
     "precision 0.001 + lz4 (bitshuffle + LZ4)": ["--precision", "0.001", "--compression", "lz4"],
+}
+
+#: Layouts whose size is measured on the solvated system (convert options).
+SOLVATED_LAYOUTS = {
+    "gzip level 4": ["--compression", "gzip"],
+    "zstd": ["--compression", "zstd"],
+    "precision 0.001": ["--precision", "0.001"],
+    "precision 0.001, x y z together": ["--precision", "0.001", "--no-split-xyz"],
+    "precision 0.001 + gzip": ["--precision", "0.001", "--compression", "gzip"],
+    "precision 0.001 + gzip, x y z together": ["--precision", "0.001", "--compression", "gzip", "--no-split-xyz"],
 }
 
 AUTO_CHUNK = (
@@ -54,6 +67,28 @@ AUTO_CHUNK = (
 
 def has_bench_command():
     return subprocess.run([H5MDTOOL, "bench", "--help"], capture_output=True).returncode == 0
+
+
+def solvated_sizes():
+    """Sizes of the solvated system's layouts against its XTC, and the size checks on them."""
+    xtc = solvated_xtc(30)
+    xtc_size = os.path.getsize(xtc)
+    print(f"\n== layouts, solvated AdK 300 frames x 47681 atoms: XTC {xtc_size / 1e6:.1f} MB", flush=True)
+    size = {}
+    for label, options in SOLVATED_LAYOUTS.items():
+        path = os.path.join(DATA, "layout_solvated.h5md")
+        timed(f"write: {label} (2 ranks)", [MPIRUN, "-n", "2", H5MDTOOL, "convert", xtc, "-o", path, "--force",
+                                             "--no-progress", *options], outputs=[path])
+        size[label] = os.path.getsize(path) / xtc_size
+        print(f"  {label}: {os.path.getsize(path) / 1e6:.1f} MB = {size[label]:.3f} x XTC", flush=True)
+        remove(path)
+    checks = [
+        check("solvated: --precision 0.001 size / XTC size", size["precision 0.001"], 1.0, higher_is_better=False),
+        check("solvated: --precision 0.001 --compression gzip size / XTC size", size["precision 0.001 + gzip"], 1.1,
+              higher_is_better=False),
+        check("solvated: zstd size / gzip level 4 size", size["zstd"] / size["gzip level 4"], 1.0, higher_is_better=False),
+    ]
+    return {"xtc_bytes": xtc_size, "size_vs_xtc": size}, checks
 
 
 def main():
@@ -93,6 +128,8 @@ def main():
         check("--precision 0.001 --compression gzip size / XTC size", size["precision 0.001 + gzip"], 1.1, higher_is_better=False),
         check("zstd size / gzip level 4 size", size["zstd"] / size["gzip level 4"], 1.0, higher_is_better=False),
     ]
+    document["solvated"], solvated_checks = solvated_sizes()
+    document["checks"] += solvated_checks
     print("\n| layout | size (MB) | x XTC | read 1 rank (s) | read 2 ranks (s) |" + (" rmsd 1 (s) | rmsd 2 (s) |" if bench else ""))
     print("| --- | --- | --- | --- | --- |" + (" --- | --- |" if bench else ""))
     print(f"| XTC | {xtc_size / 1e6:.0f} | 1.00 | | |" + (" | |" if bench else ""))
