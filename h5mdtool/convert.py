@@ -164,6 +164,21 @@ def layout_notes(layout):
     return notes
 
 
+def choose_split_xyz(layout, index, frames, atom_indices):
+    """Rank 0: settle a ``split_xyz`` left to h5mdtool on the first of the position *frames*
+    (:meth:`~h5mdtool.layout.Layout.choose_split_xyz`); the reading stack decodes them."""
+    if layout.split_xyz is not None:
+        return
+    from .formats import TrajectoryReader
+
+    n_atoms = index.n_atoms if atom_indices is None else len(atom_indices)
+    first = np.asarray(frames)[:layout.sample_frames(len(frames), n_atoms)]
+    with TrajectoryReader(index, atom_indices) as reader:
+        block = reader.new_block(len(first), ("positions",))
+        reader.read(first, block, ("positions",))
+        layout.choose_split_xyz(block.view("positions"), index.dtype)
+
+
 def _plan(comm, inputs, output, *, topology, select, index_file, atom_indices_file, start, stop, step, begin, end,
           dt, velocities, forces, on_overlap, on_truncated, format, group, force, layout, command):
     """Rank 0: check the output, scan inputs, select atoms and frames, group the elements."""
@@ -206,6 +221,7 @@ def _plan(comm, inputs, output, *, topology, select, index_file, atom_indices_fi
     )
     n_atoms = index.n_atoms if atom_indices is None else len(atom_indices)
     layout.plan_chunks(len(groups[0][1]), n_atoms)
+    choose_split_xyz(layout, index, groups[0][1], atom_indices)
     record["layout"] = layout.describe()
     notes += layout_notes(layout)
     return ConvertPlan(

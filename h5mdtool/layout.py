@@ -27,6 +27,14 @@ LOSSY_DEFAULT = "zstd"
 #: Target chunk size of ``--chunk-frames auto`` without a stripe size: h5py's default
 #: chunk cache (1 MiB), so a reader of one chunk keeps it cached.
 AUTO_CHUNK_BYTES = 1024**2
+#: ``--split-xyz`` left to h5mdtool (a lossy layout without the option) is taken when
+#: chunking x, y and z apart stores a sample of the first frames at least this much
+#: smaller: it costs readers a little (three chunks a frame: ``bench rmsd`` on AdK 600x took
+#: 11% longer), so a gain of a few per cent does not pay (AdK in vacuum: 0.2% larger
+#: apart; solvated AdK: 16% smaller).
+SPLIT_XYZ_MIN_GAIN = 0.05
+#: At most this many bytes of frames are compressed both ways to choose ``--split-xyz``.
+SPLIT_XYZ_SAMPLE_BYTES = 4 * 1024**2
 #: Lustre requires stripe sizes that are multiples of 64 KiB.
 STRIPE_SIZE_UNIT = 64 * 1024
 #: Finest ``--precision`` (nm): below it float32 cannot resolve typical coordinates.
@@ -229,8 +237,9 @@ class Layout:
         consecutive atoms side by side, whose high bytes agree when the atoms are near each
         other (bonded atoms, a water's hydrogens and oxygen): integers on a grid compress
         better so (docs/layouts.md: solvated AdK at 0.001 nm, 1.18x the XTC against 1.40x).
-        Reading a frame touches three chunks of a third of the size. Default: on with a
-        lossy precision, else off.
+        Reading a frame touches three chunks of a third of the size. Default: off when
+        lossless; with a lossy precision None, settled by :meth:`choose_split_xyz` on the
+        first frames.
     stripe_count, stripe_size : int, optional
         Lustre striping asked for the output file (stripe size in bytes).
     precision : float, optional
@@ -289,10 +298,11 @@ class Layout:
             self.shuffle = compressed and chosen.byte_shuffle
         if self.split_xyz and not compressed:
             raise UsageError("--split-xyz only pays with compression; drop it or give --compression or --precision")
-        if self.split_xyz is None:
-            self.split_xyz = compressed and any(
-                p is not None for p in (self.precision, self.velocity_precision, self.force_precision))
-        self.split_xyz = bool(self.split_xyz)
+        lossy = any(p is not None for p in (self.precision, self.velocity_precision, self.force_precision))
+        if self.split_xyz is None and not (compressed and lossy):
+            self.split_xyz = False
+        if self.split_xyz is not None:
+            self.split_xyz = bool(self.split_xyz)
         if self.stripe_size is not None:
             self.stripe_size = parse_size(self.stripe_size)
             if self.stripe_size % STRIPE_SIZE_UNIT:
@@ -404,12 +414,10 @@ class Layout:
                     f"the most whole frames within the {basis}"
                 )
             self.chunk_frames = int(frames)
-            if self.split_xyz:
-                self.chunk_reason += "; x, y and z in separate chunks (--split-xyz)"
         elif self.chunk_reason is None:
             self.chunk_reason = f"asked: {self.chunk_frames} frame(s) per chunk"
-            if self.split_xyz:
-                self.chunk_reason += ", x, y and z in separate chunks (--split-xyz)"
+        if self.split_xyz:
+            self.chunk_reason += "; x, y and z in separate chunks (--split-xyz)"
         if self.contiguous:
             self.chunk_reason = "contiguous storage (no chunks)"
         chunk_bytes = self.chunk_frames * frame_bytes
@@ -427,6 +435,53 @@ class Layout:
             self.alignment_reason = f"chunks aligned to {self.stripe_size} B stripes"
         return self
 
+    def choose_split_xyz(self, sample, dtype="float32"):
+        """Settle ``split_xyz=None`` on *sample*, positions (nm) of the first frames to write.
+
+        The sample is stored both ways in memory, with this layout's encoding, chunks and
+        filters; x, y and z go apart when that is at least :data:`SPLIT_XYZ_MIN_GAIN`
+        smaller. The outcome and its figures join :attr:`chunk_reason`. A choice the user
+        made is kept.
+
+        Raises
+        ------
+        InputError
+            If the sample does not fit the integer type of the precision.
+        """
+        if self.split_xyz is not None:
+            return self
+        if not len(sample) or self.contiguous:
+            self.split_xyz = False
+            return self
+        encoding = self.encoding("positions", dtype)
+        values = encoding.encode(np.asarray(sample))
+        together, apart = (self._stored_bytes(values, encoding, split) for split in (False, True))
+        gain = 1 - apart / together if together else 0.0
+        self.split_xyz = gain >= SPLIT_XYZ_MIN_GAIN
+        verdict = "in separate chunks" if self.split_xyz else "in one chunk"
+        self.chunk_reason += (f"; x, y and z {verdict}: apart, the first {len(sample)} frame(s) took "
+                              f"{apart / together:.2f}x the bytes ({SPLIT_XYZ_MIN_GAIN:.0%} less needed; --split-xyz)")
+        return self
+
+    def _stored_bytes(self, values, encoding, split):
+        """Bytes HDF5 stores for *values* in this layout, x, y and z apart or not (in memory)."""
+        import h5py
+
+        chosen, self.split_xyz = self.split_xyz, split
+        try:
+            options = self.dataset_options(values.shape[0], values.shape[1], encoding)
+            with h5py.File(f"h5mdtool-split-xyz-{id(values)}", "w", driver="core", backing_store=False) as memory:
+                dataset = memory.create_dataset("value", shape=values.shape, dtype=values.dtype, **options)
+                dataset[...] = values
+                return dataset.id.get_storage_size()
+        finally:
+            self.split_xyz = chosen
+
+    def sample_frames(self, n_frames, n_atoms):
+        """How many of the first frames :meth:`choose_split_xyz` compresses: one chunk's
+        worth, at most :data:`SPLIT_XYZ_SAMPLE_BYTES` (one frame at least)."""
+        return max(1, min(self.chunk_frames, n_frames, SPLIT_XYZ_SAMPLE_BYTES // max(1, n_atoms * 12)))
+
     def file_options(self):
         """Keyword arguments for ``h5py.File`` when creating the file (alignment)."""
         if not self.alignment:
@@ -437,6 +492,8 @@ class Layout:
         """Chunk shape of a ``(n_frames, n_atoms, 3)`` dataset, or None when contiguous."""
         if self.contiguous:
             return None
+        if self.split_xyz is None:
+            raise ValueError("Layout.choose_split_xyz must settle split_xyz before chunks are planned")
         return (max(1, min(self.chunk_frames, n_frames)), n_atoms, 1 if self.split_xyz else 3)
 
     def dataset_options(self, n_frames, n_atoms, encoding=None, parallel=False):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .convert import ConvertPlan, write_h5md_file
+from .convert import ConvertPlan, choose_split_xyz, write_h5md_file
 from .errors import InputError, OutputError, UsageError
 from .interrupts import exclusive
 from .layout import Layout
@@ -252,6 +252,7 @@ def _plan(comm, inputs, outdir, nparts, *, part_format, on_overlap, on_truncated
         layout.resolve_precision(index)
         layout.plan_chunks(min(stop - start for start, stop in parts),
                            index.n_atoms if atom_indices is None else len(atom_indices))
+        choose_split_xyz(layout, index, frames[index.fields["positions"][frames]], atom_indices)
         if options["velocities"] is not False and index.has("velocities") and index.fields["velocities"][frames].any():
             fields.append("velocities")
         if options["forces"] is not False and index.has("forces") and index.fields["forces"][frames].any():

@@ -30,8 +30,10 @@ LAYOUTS = {
     "zstd": {"compression": "zstd", "split_xyz": True},
     "gzip-noshuffle": {"compression": "gzip", "split_xyz": True, "shuffle": False},
     "lz4": {"compression": "lz4", "split_xyz": True},
-    "precision": {"precision": 0.001},
-    "precision-gzip-velocities": {"precision": 0.001, "compression": "gzip", "velocity_precision": 0.001},
+    "precision": {"precision": 0.001, "split_xyz": True},
+    "precision-gzip-velocities": {"precision": 0.001, "compression": "gzip", "velocity_precision": 0.001,
+                                  "split_xyz": True},
+    "precision-chosen": {"precision": 0.001},
 }
 
 
@@ -67,16 +69,19 @@ def _values(path, element):
         return value[()].astype(np.float64) * scale, value.chunks
 
 
-def test_split_is_the_default_of_lossy_layouts_only():
-    assert Layout(precision=0.001).split_xyz
-    assert Layout(velocity_precision=0.01).split_xyz
-    assert not Layout().split_xyz
+def test_split_is_left_to_the_data_in_lossy_layouts_only():
+    assert Layout(precision=0.001).split_xyz is None
+    assert Layout(velocity_precision=0.01).split_xyz is None
+    assert Layout(precision=0.001, split_xyz=True).split_xyz is True
+    assert Layout().split_xyz is False
     assert not Layout(compression="zstd").split_xyz
     assert not Layout(precision=0.001, split_xyz=False).split_xyz
     layout = Layout(compression="gzip", split_xyz=True, chunk_frames=4)
     assert layout.chunk_shape(10, 7) == (4, 7, 1)
     assert layout.chunk_shape(2, 7) == (2, 7, 1)
     assert Layout(compression="gzip", chunk_frames=4).chunk_shape(10, 7) == (4, 7, 3)
+    with pytest.raises(ValueError, match="choose_split_xyz"):
+        Layout(precision=0.001, chunk_frames=4).chunk_shape(10, 7)  # never chunked before the choice
 
 
 @pytest.mark.parametrize("options", [{}, {"contiguous": True}, {"compression": "none"}])
@@ -95,7 +100,7 @@ def test_split_without_compression_is_one_line_on_the_command_line(tmp_path, adk
 def test_auto_chunks_count_whole_frames_and_say_so():
     """The auto frame count is that of a frame's three chunks together (all of a frame fits the cache)."""
     joint = Layout(precision=0.001, split_xyz=False).plan_chunks(1000, 3341)
-    split_layout = Layout(precision=0.001).plan_chunks(1000, 3341)
+    split_layout = Layout(precision=0.001, split_xyz=True).plan_chunks(1000, 3341)
     assert split_layout.chunk_frames == joint.chunk_frames == 1024**2 // (3341 * 12)
     assert "separate chunks" in split_layout.chunk_reason and "separate" not in joint.chunk_reason
 
@@ -116,14 +121,15 @@ def test_split_chunks_round_trip(comm, shared_tmp, name, n_frames, chunk_frames)
     comm.Barrier()
     x, v, f = _decoded(source)
     positions, chunks = _values(output, "position")
-    assert chunks == (min(chunk_frames, n_frames), x.shape[1], 1)
+    assert chunks[:2] == (min(chunk_frames, n_frames), x.shape[1])
+    assert chunks[2] == 1 or options.get("split_xyz") is None
     if "precision" in options:
         assert np.abs(positions - x).max() <= 0.0005 + 1e-6
         assert np.abs(positions).max() > 0.5  # not zeros
     else:
         np.testing.assert_array_equal(positions, x)
     velocities, velocity_chunks = _values(output, "velocity")
-    assert velocity_chunks[2] == 1
+    assert velocity_chunks == chunks
     if "velocity_precision" in options:
         assert np.abs(velocities - v).max() <= options["velocity_precision"] / 2 + 1e-6
     else:
@@ -164,7 +170,7 @@ def test_h5mdtool_reader_decodes_each_coordinate_chunk(tmp_path, monkeypatch, ad
     from h5mdtool.formats import TrajectoryReader, scan
 
     output = str(tmp_path / "split.h5md")
-    convert(adk[1], output, precision=0.001, chunk_frames=4, stop=11, progress=False)
+    convert(adk[1], output, precision=0.001, split_xyz=True, chunk_frames=4, stop=11, progress=False)
     with h5py.File(output, "r") as handle:
         expected = handle[f"{TRAJ}/position/value"][()]
     decoded = []
@@ -190,7 +196,7 @@ def test_bench_rmsd_on_a_split_file_equals_the_uncompressed_one(comm, shared_tmp
     within what the 0.001 nm grid changes (partial chunks on every rank count)."""
     split_file = os.path.join(shared_tmp, "split.h5md")
     plain = os.path.join(shared_tmp, "plain.h5md")
-    convert(adk[1], split_file, comm=comm, progress=False, precision=0.001, chunk_frames=7)
+    convert(adk[1], split_file, comm=comm, progress=False, precision=0.001, split_xyz=True, chunk_frames=7)
     convert(adk[1], plain, comm=comm, progress=False)
     comm.Barrier()
     rmsd_split = bench_rmsd(split_file, adk[0], comm=comm)
@@ -205,7 +211,8 @@ def test_bench_rmsd_on_a_split_file_equals_the_uncompressed_one(comm, shared_tmp
 @pytest.mark.mpi
 def test_split_h5md_parts_keep_split_chunks(comm, shared_tmp, adk, adk_frames):
     outdir = os.path.join(shared_tmp, "parts")
-    split(adk[1], outdir, 3, comm=comm, format="h5md", precision=0.001, chunk_frames=5, progress=False)
+    split(adk[1], outdir, 3, comm=comm, format="h5md", precision=0.001, split_xyz=True, chunk_frames=5,
+          progress=False)
     comm.Barrier()
     pieces = []
     for number in range(1, 4):
@@ -220,7 +227,7 @@ def test_relayout_keeps_or_drops_the_split(tmp_path, adk, adk_frames):
     joint = str(tmp_path / "joint.h5md")
     convert(adk[1], joint, compression="zstd", stop=9, progress=False)
     lossy = str(tmp_path / "lossy.h5md")
-    convert(joint, lossy, precision=0.001, chunk_frames=4, progress=False)
+    convert(joint, lossy, precision=0.001, split_xyz=True, chunk_frames=4, progress=False)
     positions, chunks = _values(lossy, "position")
     assert chunks == (4, 3341, 1)
     assert np.abs(positions - adk_frames[:9]).max() <= 0.0005 + 1e-6
@@ -229,6 +236,33 @@ def test_relayout_keeps_or_drops_the_split(tmp_path, adk, adk_frames):
     positions, chunks = _values(back, "position")
     assert chunks == (2, 3341, 3)
     assert np.abs(positions - adk_frames[:9]).max() <= 0.0005 + 1e-6
+
+
+@pytest.mark.mpi
+def test_lossy_layouts_split_where_it_pays(comm, shared_tmp, solvated, adk):
+    """Left to h5mdtool, x, y and z go apart for the solvated system (water: 16% smaller) and
+    stay together for AdK in vacuum (no gain): the same choice on every rank, said in the
+    summary, and the same for split's H5MD parts."""
+    water = os.path.join(shared_tmp, "water.h5md")
+    protein = os.path.join(shared_tmp, "protein.h5md")
+    summaries = [convert(solvated["XTC"], water, comm=comm, progress=False, precision=0.001, stop=3),
+                 convert(adk[1], protein, comm=comm, progress=False, precision=0.001, stop=30)]
+    comm.Barrier()
+    assert _values(water, "position")[1][2] == 1
+    assert _values(protein, "position")[1][2] == 3
+    reasons = [summary["layout"]["chunk_reason"] for summary in summaries]
+    assert "x, y and z in separate chunks: apart, the first" in reasons[0]
+    assert "x, y and z in one chunk" in reasons[1]
+    outdir = os.path.join(shared_tmp, "parts")
+    split(solvated["XTC"], outdir, 2, comm=comm, format="h5md", precision=0.001, stop=4, progress=False)
+    comm.Barrier()
+    assert _values(os.path.join(outdir, "part-0002.h5md"), "position")[1][2] == 1
+    positions, _ = _values(water, "position")
+    from MDAnalysis.lib.formats.libmdaxdr import XTCFile
+
+    with XTCFile(solvated["XTC"]) as handle:
+        source = np.stack([handle.read().x for _ in range(3)])
+    assert np.abs(positions - source).max() <= 0.0005 + 1e-6
 
 
 def test_lint_warns_of_split_xyz_only_when_uncompressed(tmp_path):
