@@ -385,14 +385,16 @@ class ChunkReader:
             dataset.read_direct(out, np.s_[start:stop, span[0]:span[1]])
             return
         rows, shape = dataset.chunks[0], dataset.chunks
-        # the corners of a row of chunks along the last axis: (0,) unless x, y and z are apart
-        columns = range(0, dataset.shape[2], shape[2]) if dataset.ndim == 3 else (None,)
+        # where the chunks of a row of chunks start, past the first axis: one, or x, y and z apart
+        if dataset.ndim == 3:
+            offsets = [(0, column) for column in range(0, dataset.shape[2], shape[2])]
+        else:
+            offsets = [(0,) * (dataset.ndim - 1)]
         pending = []
         try:
             for corner in range(start - start % rows, stop, rows):
-                first, last = max(start, corner), min(stop, corner + rows)
-                for column in columns:
-                    offset = (0,) * (dataset.ndim - 1) if column is None else (0, column)
+                pieces = []
+                for offset in offsets:
                     try:
                         mask, stored = dataset.id.read_direct_chunk((corner,) + offset)
                     except (OSError, KeyError, ValueError, RuntimeError):  # a chunk never written: HDF5 fills it
@@ -400,11 +402,10 @@ class ChunkReader:
                             future.result()
                         dataset.read_direct(out, np.s_[start:stop, span[0]:span[1]])
                         return
-                    target = out[first - start:last - start]
-                    if column is not None:
-                        target = target[..., column:column + shape[2]]
-                    pending.append(self.pool.submit(_decode_rows, pipeline, stored, mask, dataset.dtype, shape,
-                                                    corner, first, last, span, target))
+                    pieces.append((offset[-1] if offset else 0, mask, stored))
+                first, last = max(start, corner), min(stop, corner + rows)
+                pending.append(self.pool.submit(_decode_rows, pipeline, pieces, dataset.dtype, shape, corner, first,
+                                                last, span, out[first - start:last - start]))
         finally:
             errors = [future.exception() for future in pending]
         for error in errors:
@@ -415,17 +416,23 @@ class ChunkReader:
 _SCRATCH = threading.local()
 
 
-def _decode_rows(pipeline, stored, mask, dtype, shape, corner, first, last, span, out):
-    """Decode the chunk at row *corner* (into this thread's reused scratch array) and copy
-    its dataset rows ``first:last`` and atoms *span* into *out*."""
+def _decode_rows(pipeline, pieces, dtype, shape, corner, first, last, span, out):
+    """Decode the chunks of the row of chunks at row *corner*, *pieces* of (last-axis column,
+    filter mask, stored bytes), each into this thread's reused scratch array, and copy their
+    dataset rows ``first:last`` and atoms *span* into *out*."""
     size = int(np.prod(shape)) * dtype.itemsize
     scratch = getattr(_SCRATCH, "array", None)
     if scratch is None or scratch.size != size:
         scratch = _SCRATCH.array = np.empty(size, np.uint8)
-    try:
-        data = pipeline.decode(stored, mask, out=scratch)
-    except RuntimeError as error:
-        raise DamagedChunk(f"cannot decompress a chunk ({error})", first) from None
-    if data.size != size:
-        raise DamagedChunk(f"a chunk decompresses to {data.size} bytes, not the {size} of its shape", first)
-    out[...] = data.view(dtype).reshape(shape)[first - corner:last - corner, span[0]:span[1]]
+    for column, mask, stored in pieces:
+        try:
+            data = pipeline.decode(stored, mask, out=scratch)
+        except RuntimeError as error:
+            raise DamagedChunk(f"cannot decompress a chunk ({error})", first) from None
+        if data.size != size:
+            raise DamagedChunk(f"a chunk decompresses to {data.size} bytes, not the {size} of its shape", first)
+        rows = data.view(dtype).reshape(shape)[first - corner:last - corner, span[0]:span[1]]
+        if len(pieces) == 1:
+            out[...] = rows
+        else:
+            out[..., column:column + shape[-1]] = rows
