@@ -29,9 +29,9 @@ LOSSY_DEFAULT = "zstd"
 AUTO_CHUNK_BYTES = 1024**2
 #: ``--split-xyz`` left to h5mdtool (a lossy layout without the option) is taken when
 #: chunking x, y and z apart stores a sample of the first frames at least this much
-#: smaller: it costs readers a little (three chunks a frame: ``bench rmsd`` on AdK 600x took
-#: 11% longer), so a gain of a few per cent does not pay (AdK in vacuum: 0.2% larger
-#: apart; solvated AdK: 16% smaller).
+#: smaller: it costs readers a little (three chunks a frame: ``bench rmsd`` took 9-15%
+#: longer on AdK 600x and the solvated system), so a gain of a few per cent does not pay
+#: (AdK in vacuum: 0.2% larger apart; solvated AdK: 16% smaller).
 SPLIT_XYZ_MIN_GAIN = 0.05
 #: At most this many bytes of frames are compressed both ways to choose ``--split-xyz``.
 SPLIT_XYZ_SAMPLE_BYTES = 4 * 1024**2
