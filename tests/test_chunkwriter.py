@@ -252,15 +252,17 @@ def test_chunk_reader_reads_what_hdf5_reads(tmp_path_factory, compression, dtype
     np.testing.assert_array_equal(out, values[start:stop, first:last])
 
 
+@pytest.mark.parametrize("split_xyz", [False, True], ids=["xyz-together", "xyz-apart"])
 @pytest.mark.parametrize("compression", CODECS)
-def test_h5md_reader_decodes_outside_hdf5_with_one_core(tmp_path, monkeypatch, adk, compression):
+def test_h5md_reader_decodes_outside_hdf5_with_one_core(tmp_path, monkeypatch, adk, compression, split_xyz):
     """One core to use still decodes in h5mdtool's pipeline (faster than HDF5's byte
-    unshuffle) and reads what HDF5's own filters read, over a partial last chunk."""
+    unshuffle) and reads what HDF5's own filters read, over a partial last chunk, with x,
+    y and z in one chunk or in three (``--split-xyz``)."""
     from h5mdtool import mpi
     from h5mdtool.formats import TrajectoryReader, scan
 
     output = str(tmp_path / f"{compression}.h5md")
-    convert(adk[1], output, compression=compression, chunk_frames=4, stop=11, progress=False)
+    convert(adk[1], output, compression=compression, split_xyz=split_xyz, chunk_frames=4, stop=11, progress=False)
     with h5py.File(output, "r") as handle:
         expected = handle[f"{TRAJ}/position/value"][()]
     decoded = []
@@ -276,7 +278,7 @@ def test_h5md_reader_decodes_outside_hdf5_with_one_core(tmp_path, monkeypatch, a
     with TrajectoryReader(index, None, ("positions",)) as reader:
         block = reader.new_block(index.n_frames, ("positions",))
         reader.read(np.arange(index.n_frames), block, ("positions",))
-    assert len(decoded) == 3  # every chunk through h5mdtool's pipeline, none through HDF5's
+    assert len(decoded) == (9 if split_xyz else 3)  # every chunk through h5mdtool's pipeline, none through HDF5's
     np.testing.assert_array_equal(block.positions, expected)
 
 

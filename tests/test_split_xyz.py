@@ -162,34 +162,6 @@ def test_direct_chunk_writes_split_into_three_chunks_per_frame_block(tmp_path, c
         np.testing.assert_array_equal(handle[f"{TRAJ}/velocity/value"][()], v)
 
 
-def test_h5mdtool_reader_decodes_each_coordinate_chunk(tmp_path, monkeypatch, adk):
-    """The reading stack (bench rmsd, validate, split) decodes split chunks in its own pipeline,
-    three per row of chunks, and reads what HDF5 reads, over a partial last chunk."""
-    from h5mdtool import mpi
-    from h5mdtool.chunkcodec import FilterPipeline
-    from h5mdtool.formats import TrajectoryReader, scan
-
-    output = str(tmp_path / "split.h5md")
-    convert(adk[1], output, precision=0.001, split_xyz=True, chunk_frames=4, stop=11, progress=False)
-    with h5py.File(output, "r") as handle:
-        expected = handle[f"{TRAJ}/position/value"][()]
-    decoded = []
-    original = FilterPipeline.decode
-
-    def counted(self, *args, **kwargs):
-        decoded.append(1)
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(mpi, "threads_per_rank", lambda comm: 2)
-    monkeypatch.setattr(FilterPipeline, "decode", counted)
-    index = scan([output])
-    with TrajectoryReader(index, None, ("positions",)) as reader:
-        block = reader.new_block(index.n_frames, ("positions",))
-        reader.read(np.arange(index.n_frames), block, ("positions",))
-    assert len(decoded) == 9  # 3 rows of chunks x 3 coordinates, none through HDF5's filters
-    np.testing.assert_allclose(block.positions, expected * 1e-3, rtol=0, atol=1e-6)
-
-
 @pytest.mark.mpi
 def test_bench_rmsd_on_a_split_file_equals_the_uncompressed_one(comm, shared_tmp, adk):
     """The RMSD benchmark reads split chunks as frames: the same RMSDs as on float32 frames,
