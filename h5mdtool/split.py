@@ -53,8 +53,8 @@ H5MD_PART_OPTIONS = ("chunk_frames", "contiguous", "compression", "compression_l
                      "topology", "select", "index_file", "atom_indices_file")
 FLAGS = ("shuffle", "split_xyz", "velocities", "forces")  # --NAME/--no-NAME
 SPELLINGS = {"index_file": "-n/--index", "atom_indices_file": "--atom-indices"}
-LAYOUT_KEYWORDS = ("chunk_frames", "contiguous", "compression", "compression_level", "shuffle", "split_xyz", "precision",
-                   "velocity_precision", "force_precision")
+LAYOUT_KEYWORDS = ("chunk_frames", "contiguous", "compression", "compression_level", "shuffle", "split_xyz",
+                   "precision", "velocity_precision", "force_precision")
 
 
 @dataclass

@@ -10,8 +10,8 @@ from .options import (atom_options, chunk_options, emit_json, field_options, fra
 #: Options that shape H5MD parts; passed to the library only when given, so that the
 #: library can refuse them with --format same.
 H5MD_PART_PARAMETERS = ("chunk_frames", "precision", "velocity_precision", "force_precision", "contiguous",
-                        "compression", "compression_level", "shuffle", "split_xyz", "velocities", "forces", "topology", "select",
-                        "index_file", "atom_indices_file")
+                        "compression", "compression_level", "shuffle", "split_xyz", "velocities", "forces", "topology",
+                        "select", "index_file", "atom_indices_file")
 
 
 @click.command("split")
