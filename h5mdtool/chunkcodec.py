@@ -340,6 +340,14 @@ def whole_frame_chunks(dataset):
     return tuple(chunks[1:]) == tuple(shape[1:])
 
 
+def row_offsets(dataset):
+    """Where the chunks of one row of chunks start, past the first axis: ``[(0, 0)]`` for
+    frame-shaped chunks, ``[(0, 0), (0, 1), (0, 2)]`` when x, y and z are chunked apart."""
+    if dataset.ndim == 3:
+        return [(0, column) for column in range(0, dataset.shape[2], dataset.chunks[2])]
+    return [(0,) * (dataset.ndim - 1)]
+
+
 class ChunkReader:
     """Reads rows of filtered datasets chunked by whole frames, decoding chunks in threads.
 
@@ -385,11 +393,7 @@ class ChunkReader:
             dataset.read_direct(out, np.s_[start:stop, span[0]:span[1]])
             return
         rows, shape = dataset.chunks[0], dataset.chunks
-        # where the chunks of a row of chunks start, past the first axis: one, or x, y and z apart
-        if dataset.ndim == 3:
-            offsets = [(0, column) for column in range(0, dataset.shape[2], shape[2])]
-        else:
-            offsets = [(0,) * (dataset.ndim - 1)]
+        offsets = row_offsets(dataset)
         pending = []
         try:
             for corner in range(start - start % rows, stop, rows):

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .chunkcodec import FilterPipeline
+from .chunkcodec import FilterPipeline, row_offsets
 from .errors import OutputError
 
 #: Fields written as rows, not chunks: the box, and the element groups' step and time.
@@ -81,11 +81,11 @@ class DirectChunkWriter:
             dataset = datasets[name]
             chunks = dataset.chunks
             prepared[name] = [
-                (_corner(dataset, start + first, column),
-                 self.pool.submit(_encode, self.pipelines[number][name], _columns(rows[first:first + chunks[0]],
-                                                                                  column, chunks),
+                ((start + first,) + offset,
+                 self.pool.submit(_encode, self.pipelines[number][name],
+                                  rows[first:first + chunks[0], ..., offset[-1]:offset[-1] + chunks[-1]],
                                   chunks, dataset.dtype))
-                for first in range(0, len(rows), chunks[0]) for column in _column_corners(dataset)
+                for first in range(0, len(rows), chunks[0]) for offset in row_offsets(dataset)
             ]
         return prepared
 
@@ -105,22 +105,6 @@ class DirectChunkWriter:
     def write_series(self, number, step, time, start=0):
         """Write group *number*'s ``step`` and ``time``."""
         self.writer.write_series(number, step, time, start)
-
-
-def _column_corners(dataset):
-    """Where the chunks of one row of chunks start along the last axis: ``(0,)``, or
-    ``(0, 1, 2)`` when x, y and z are chunked apart (``--split-xyz``)."""
-    return tuple(range(0, dataset.shape[-1], dataset.chunks[-1]))
-
-
-def _corner(dataset, row, column):
-    """The dataset coordinates of the chunk at *row* and last-axis *column*."""
-    return (row,) + (0,) * (dataset.ndim - 2) + (column,)
-
-
-def _columns(rows, column, chunks):
-    """The part of *rows* that the chunk at last-axis *column* holds."""
-    return rows[..., column:column + chunks[-1]]
 
 
 def _encode(pipeline, rows, chunks, dtype):

@@ -467,15 +467,11 @@ class Layout:
         """Bytes HDF5 stores for *values* in this layout, x, y and z apart or not (in memory)."""
         import h5py
 
-        chosen, self.split_xyz = self.split_xyz, split
-        try:
-            options = self.dataset_options(values.shape[0], values.shape[1], encoding)
-            with h5py.File(f"h5mdtool-split-xyz-{id(values)}", "w", driver="core", backing_store=False) as memory:
-                dataset = memory.create_dataset("value", shape=values.shape, dtype=values.dtype, **options)
-                dataset[...] = values
-                return dataset.id.get_storage_size()
-        finally:
-            self.split_xyz = chosen
+        options = self.dataset_options(values.shape[0], values.shape[1], encoding, split_xyz=split)
+        with h5py.File(f"h5mdtool-split-xyz-{id(values)}", "w", driver="core", backing_store=False) as memory:
+            dataset = memory.create_dataset("value", shape=values.shape, dtype=values.dtype, **options)
+            dataset[...] = values
+            return dataset.id.get_storage_size()
 
     def sample_frames(self, n_frames, n_atoms):
         """How many of the first frames :meth:`choose_split_xyz` compresses: one chunk's
@@ -488,21 +484,25 @@ class Layout:
             return {}
         return {"alignment_threshold": self.alignment // 2, "alignment_interval": self.alignment}
 
-    def chunk_shape(self, n_frames, n_atoms):
-        """Chunk shape of a ``(n_frames, n_atoms, 3)`` dataset, or None when contiguous."""
+    def chunk_shape(self, n_frames, n_atoms, split_xyz=None):
+        """Chunk shape of a ``(n_frames, n_atoms, 3)`` dataset, or None when contiguous
+        (x, y and z apart as *split_xyz* says, by default as this layout does)."""
         if self.contiguous:
             return None
-        if self.split_xyz is None:
+        split_xyz = self.split_xyz if split_xyz is None else split_xyz
+        if split_xyz is None:
             raise ValueError("Layout.choose_split_xyz must settle split_xyz before chunks are planned")
-        return (max(1, min(self.chunk_frames, n_frames)), n_atoms, 1 if self.split_xyz else 3)
+        return (max(1, min(self.chunk_frames, n_frames)), n_atoms, 1 if split_xyz else 3)
 
-    def dataset_options(self, n_frames, n_atoms, encoding=None, parallel=False):
+    def dataset_options(self, n_frames, n_atoms, encoding=None, parallel=False, split_xyz=None):
         """Keyword arguments for ``h5py.Group.create_dataset`` of a per-atom value dataset.
 
         Parameters
         ----------
         n_frames, n_atoms : int
         encoding : Encoding, optional
+        split_xyz : bool, optional
+            Chunk x, y and z apart or not, whatever the layout says (for comparing both).
         parallel : bool
             Written with MPI-IO: chunks are never filled at creation (HDF5 < 1.13 would
             write each twice). Compressed datasets of serial files keep HDF5's default fill
@@ -513,7 +513,7 @@ class Layout:
         serial file, and never filled (see :func:`allocated_early`; with early allocation
         the one-chunk trap does not occur, tested over one chunk, many chunks and one frame).
         """
-        options = {"chunks": self.chunk_shape(n_frames, n_atoms)}
+        options = {"chunks": self.chunk_shape(n_frames, n_atoms, split_xyz)}
         if parallel:
             options["fill_time"] = "never"
         if self.compression == "none" and options["chunks"]:
