@@ -46,7 +46,7 @@ def main(keys):
     import hdf5plugin  # noqa: F401 - registers the filters
     from mpi4py import MPI
 
-    from h5mdtool.mpi import resolve
+    from h5mdtool.parallel.mpi import resolve
 
     comm = resolve()
     assert h5py.get_config().mpi, "h5py without MPI"

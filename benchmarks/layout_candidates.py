@@ -294,7 +294,7 @@ def create_file(h5file, candidate, n_frames, n_atoms, chunk_frames, stored_range
 
 
 def open_h5(path, mode, comm):
-    from h5mdtool.mpi import open_h5 as _open
+    from h5mdtool.parallel.mpi import open_h5 as _open
 
     return _open(path, mode, comm, libver=("v110", "latest"), rdcc_nbytes=0) if mode == "w" else \
         _open(path, mode, comm)
@@ -312,7 +312,7 @@ def write_file(path, candidate, positions, chunk_frames, comm, n_frames=None, lo
     rank's per-round timeline (seconds from the start): ``encode`` (the representation's
     rounding and cast) and ``write`` (the HDF5 call: filters and MPI-IO) of each round.
     """
-    from h5mdtool.mpi import RowWriter, chunk_aligned_slices
+    from h5mdtool.parallel.mpi import RowWriter, chunk_aligned_slices
 
     n_frames = len(positions) if n_frames is None else n_frames
     n_atoms = positions.shape[1]
@@ -352,7 +352,7 @@ def write_file(path, candidate, positions, chunk_frames, comm, n_frames=None, lo
 
 
 def write_rows(dataset, start, rows, transfer, memory_type=None):
-    """:meth:`h5mdtool.mpi.RowWriter.write` with a memory type.
+    """:meth:`h5mdtool.parallel.mpi.RowWriter.write` with a memory type.
 
     The n-bit filter's file type (int32 with fewer bits of precision) differs from numpy's
     int32; HDF5 1.10.8 then converts types, which breaks collective I/O ("datatype
@@ -382,7 +382,7 @@ def read_blocks(path, span=None, block_frames=1024, comm=None):
     """
     import h5py
 
-    from h5mdtool.mpi import SerialComm, balanced_slices
+    from h5mdtool.parallel.mpi import SerialComm, balanced_slices
 
     comm = comm or SerialComm()
     started = time.perf_counter()

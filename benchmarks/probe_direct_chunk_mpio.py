@@ -8,7 +8,7 @@
 ``own-collective-dxpl`` as ``own`` with a collective transfer property list.
 
 Then rank 0 reopens the file serially and compares it with the data. The chunks are
-shuffle + deflate compressed in numpy/zlib (``h5mdtool.chunkcodec``), the dataset has the same
+shuffle + deflate compressed in numpy/zlib (``h5mdtool.h5md.chunkcodec``), the dataset has the same
 filters, so any HDF5 reader decodes them.
 """
 
@@ -27,7 +27,7 @@ import numpy as np
 import h5py
 from mpi4py import MPI
 sys.path.insert(0, sys.argv[3])
-from h5mdtool.chunkcodec import FilterPipeline
+from h5mdtool.h5md.chunkcodec import FilterPipeline
 
 comm = MPI.COMM_WORLD
 pattern, path = sys.argv[1], sys.argv[2]

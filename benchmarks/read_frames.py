@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from h5mdtool.mpi import balanced_slices, open_h5, resolve
+from h5mdtool.parallel.mpi import balanced_slices, open_h5, resolve
 
 
 def main(path):

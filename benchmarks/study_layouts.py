@@ -235,7 +235,7 @@ def measure_serial(data, entries, repeat, q_nm, phase, read_repeat=3):
     one row per entry: size, ratio to the XTC (written at precision 1/*q_nm*), maximum
     error against the XTC-decoded positions, and the timings (median, min, max, runs).
     """
-    from h5mdtool.mpi import SerialComm
+    from h5mdtool.parallel.mpi import SerialComm
 
     comm = SerialComm()
     positions = np.asarray(data["positions"])  # into memory: the write times exclude the disk

@@ -10,7 +10,7 @@ balanced share of whole chunks, in rounds of about 32 MiB of positions per rank)
 ``hdf5``    collective ``H5Dwrite`` through the mpio driver: HDF5 1.10.8 runs the filters
             on each rank's chunks, then exchanges the compressed sizes, reallocates file
             space collectively and writes with collective MPI-IO (``write_file``).
-``gather``  each rank compresses its chunks in T threads (``h5mdtool.chunkcodec.FilterPipeline``,
+``gather``  each rank compresses its chunks in T threads (``h5mdtool.h5md.chunkcodec.FilterPipeline``,
             byte for byte HDF5's output), rank 0 gathers them and stores them with
             ``write_direct_chunk`` into the file it opened without MPI-IO.
 ``pwrite``  as ``gather``, but only the chunk *sizes* go to rank 0: it allocates every
@@ -66,8 +66,8 @@ def direct_write(path, candidate, local, n_frames, local_start, chunk, comm, met
     """The ``gather`` and ``pwrite`` methods; returns (seconds, this rank's timeline)."""
     import h5py
 
-    from h5mdtool.chunkcodec import FilterPipeline
-    from h5mdtool.mpi import chunk_aligned_slices
+    from h5mdtool.h5md.chunkcodec import FilterPipeline
+    from h5mdtool.parallel.mpi import chunk_aligned_slices
 
     n_atoms = local.shape[1]
     rep = candidate.representation
@@ -175,7 +175,7 @@ def main():
 
     import hdf5plugin  # noqa: F401 - registers the filters
 
-    from h5mdtool.mpi import chunk_aligned_slices, resolve
+    from h5mdtool.parallel.mpi import chunk_aligned_slices, resolve
 
     comm = resolve()
     candidate = candidates(XTC_GRID_NM)[args.key]

@@ -50,7 +50,7 @@ def sum_op(comm):
 def main(directory):
     from MDAnalysisTests.datafiles import DCD, GRO, PSF, XTC
 
-    from h5mdtool.mpi import resolve
+    from h5mdtool.parallel.mpi import resolve
 
     comm = resolve()
     mode = f"MPI-IO on {comm.size} ranks" if comm.size > 1 else "serial"

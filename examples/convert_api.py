@@ -7,7 +7,7 @@
 import argparse
 
 import h5mdtool
-from h5mdtool.mpi import resolve
+from h5mdtool.parallel.mpi import resolve
 
 
 def main():

@@ -19,8 +19,8 @@ srun h5mdtool split md.part0001.xtc md.part0002.xtc --nparts 96 -o "$PARTS" --fo
 srun --ntasks=4 h5mdtool bench rmsd "$PARTS" --topology md.tpr --force --out rmsd-split-4.json
 
 # From Python, rank r of R reads the same parts:
-#   from h5mdtool.manifest import read_manifest
-#   from h5mdtool.partition import partition_frames
+#   from h5mdtool.subfiles.manifest import read_manifest
+#   from h5mdtool.bench.partition import partition_frames
 #   import numpy as np
 #   m = read_manifest("$PARTS")
 #   edges = [p.start for p in m.parts] + [m.n_frames]

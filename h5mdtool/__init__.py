@@ -7,15 +7,35 @@ Heavy dependencies (MDAnalysis, h5py, mpi4py) are imported only when a function 
 
 __version__ = "0.1.0"
 
-from .errors import H5mdToolError  # noqa: E402
-from .convert import convert  # noqa: E402
-from .append import append  # noqa: E402
-from .split import split  # noqa: E402
-from .bench import bench_rmsd  # noqa: E402
-from .bench_report import bench_report  # noqa: E402
-from .info import info  # noqa: E402
-from .validate import validate, validate_file, validate_manifest  # noqa: E402
-from .compare import compare_with_source  # noqa: E402
+#: The public API: name -> (module, attribute). Imported on first use (PEP 562), so
+#: ``import h5mdtool`` loads none of h5py, MDAnalysis or mpi4py.
+_API = {
+    "H5mdToolError": ("parallel.errors", "H5mdToolError"),
+    "convert": ("conversion.convert", "convert"),
+    "append": ("conversion.append", "append"),
+    "split": ("subfiles.split", "split"),
+    "bench_rmsd": ("bench.runner", "bench_rmsd"),
+    "bench_report": ("bench.report", "bench_report"),
+    "info": ("check.info", "info"),
+    "validate": ("check.validate", "validate"),
+    "validate_file": ("check.validate", "validate_file"),
+    "validate_manifest": ("check.validate", "validate_manifest"),
+    "compare_with_source": ("check.compare", "compare_with_source"),
+}
 
-__all__ = ["__version__", "H5mdToolError", "append", "bench_report", "bench_rmsd", "compare_with_source", "convert", "info",
-           "split", "validate", "validate_file", "validate_manifest"]
+__all__ = ["__version__"] + sorted(_API)
+
+
+def __getattr__(name):
+    import importlib
+
+    if name in _API:
+        module, attribute = _API[name]
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_API))

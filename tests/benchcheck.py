@@ -1,7 +1,7 @@
 """Checks every ``bench rmsd`` report the tests make: the phases of each rank add up to its total.
 
 Test modules import :func:`every_report_adds_up` (an autouse fixture); it wraps
-:func:`h5mdtool.bench.summarise`, through which every run's per-rank records pass, whether
+:func:`h5mdtool.bench.runner.summarise`, through which every run's per-rank records pass, whether
 the benchmark is called from Python or through the command line in-process.
 """
 
@@ -10,7 +10,7 @@ import warnings
 import MDAnalysis as mda
 import pytest
 
-from h5mdtool.timing import PHASES
+from h5mdtool.bench.timing import PHASES
 
 
 def check_adds_up(record, tolerance=1e-9):
@@ -33,7 +33,7 @@ def check_report(report):
 @pytest.fixture(autouse=True)
 def every_report_adds_up(monkeypatch):
     """Check the records of every run summarised during the test."""
-    from h5mdtool import bench
+    from h5mdtool.bench import runner as bench
 
     original = bench.summarise
     checked = []

@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 import pytest
 
-from h5mdtool.mpi import resolve
+from h5mdtool.parallel.mpi import resolve
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import InputError, UsageError
+from ..parallel.errors import InputError, UsageError
 
 #: MDAnalysis's ``rms.RMSD(tol_mass=0.1)``: fit atoms whose masses differ more are refused.
 MASS_TOLERANCE = 0.1
@@ -99,7 +99,7 @@ def digest(values):
 
 
 def _universe(path, what):
-    from .topology import read_universe
+    from ..h5md.topology import read_universe
 
     if not os.path.isfile(path):
         raise InputError(f"{path}: no such {what} file")
@@ -108,7 +108,7 @@ def _universe(path, what):
 
 def _pick(universe, key, index, source):
     """Atoms of *universe* named by *key*: an index group (by number or name) or a selection."""
-    from .ndx import find_group
+    from ..formats.ndx import find_group
 
     if index is not None:
         path, groups = index
@@ -150,7 +150,7 @@ def _weights(atoms, weighted, what):
 def select_frames(n_frames, options, times):
     """Frame numbers picked by ``--start/--stop/--step`` or by ``-b/-e/--dt`` (*times*: a
     callable returning every frame's time, called only for a time selection)."""
-    from .frametimes import by_time, check_one_selection, select_by_time
+    from ..formats.frametimes import by_time, check_one_selection, select_by_time
 
     check_one_selection(options.start, options.stop, options.step, options.begin, options.end, options.dt)
     if by_time(options.begin, options.end, options.dt):
@@ -167,7 +167,7 @@ def select_frames(n_frames, options, times):
 def _frame_universe(universe, info, frame):
     """Put the trajectory's *frame* (with its box) into *universe*; returns seconds to open, read.
 
-    The frame is read through the reading stack (:func:`h5mdtool.frames.read_frame`), any
+    The frame is read through the reading stack (:func:`h5mdtool.bench.frames.read_frame`), any
     format, the chosen H5MD particle group included, and handed to MDAnalysis's
     MemoryReader. Opening is finding the file holding the frame (a part of a split
     trajectory is scanned); rank 0 scanned every other input already.
@@ -189,7 +189,7 @@ def plan_analysis(info, topology, options):
 
     Parameters
     ----------
-    info : h5mdtool.bench_input.InputInfo
+    info : h5mdtool.bench.inputs.InputInfo
     topology : str
     options : AnalysisOptions
 
@@ -208,8 +208,8 @@ def plan_analysis(info, topology, options):
         Unreadable topology, reference or index file; selections that are invalid, match
         nothing, pick one fit atom, or differ between trajectory and reference.
     """
-    from .bench_input import atom_count_error, frame_times
-    from .ndx import read_index
+    from ..formats.ndx import read_index
+    from .inputs import atom_count_error, frame_times
 
     phases = {"t_init_top": 0.0, "t_init_traj": 0.0, "t_io": 0.0}
     mark = time.perf_counter()

@@ -1,13 +1,13 @@
 """The two ways ``bench rmsd`` reads and superposes a rank's frames.
 
 - ``blocks`` (:class:`BlocksEngine`): blocks of frames read at once from h5mdtool's sources
-  and the batched numpy kernel of :mod:`h5mdtool.rmsd`.
+  and the batched numpy kernel of :mod:`h5mdtool.bench.rmsd`.
 - ``frames`` (:class:`FramesEngine`): MDAnalysis Universes read frame by frame and the same
   calls MDAnalysis's ``rms.RMSD`` makes per frame (QCP, then the RMSD groups), as the papers
   measured.
 
 Both walk the rank's frames in the blocks of :func:`frame_blocks`, charge reading to
-``t_io`` and the kernel to ``t_compute`` on the rank's :class:`~h5mdtool.timing.PhaseClock`,
+``t_io`` and the kernel to ``t_compute`` on the rank's :class:`~h5mdtool.bench.timing.PhaseClock`,
 repeat the kernel ``compute_load`` times (Khoshlessan et al. 2020's 40x/70x/100x RMSD loads), and call
 the test hook ``rmsd-block`` once per block while reading.
 """
@@ -15,8 +15,8 @@ the test hook ``rmsd-block`` once per block while reading.
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from ..parallel.testhooks import delay
 from .rmsd import fit_rmsd, group_rmsd
-from .testhooks import delay
 
 
 def block_edges(start, stop, block_frames, chunk_frames=1):
@@ -56,8 +56,8 @@ class BlocksEngine:
 
     Parameters
     ----------
-    source : frame source (:mod:`h5mdtool.frames`)
-    plan : h5mdtool.bench_setup.RmsdPlan
+    source : frame source (:mod:`h5mdtool.bench.frames`)
+    plan : h5mdtool.bench.analysis.RmsdPlan
     compute_load : int
     """
 

@@ -32,12 +32,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import H5mdToolError, InputError
-from .formats import TrajectoryIndex, TrajectoryReader, scan_segment
-from .formats.trajectory import OpenFiles
-from .formats.base import ANGSTROM_PER_NM, LibraryName, reason
-from .manifest import read_manifest
-from .mpi import agree, capture_errors
+from ..formats import TrajectoryIndex, TrajectoryReader, scan_segment
+from ..formats.base import ANGSTROM_PER_NM, LibraryName, reason
+from ..formats.trajectory import OpenFiles
+from ..parallel.errors import H5mdToolError, InputError
+from ..parallel.mpi import agree, capture_errors
+from ..subfiles.manifest import read_manifest
 
 
 def position_frames(index):

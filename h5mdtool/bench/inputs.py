@@ -6,7 +6,7 @@ of any format the reading stack reads, or a split manifest or its directory) and
 :class:`~h5mdtool.formats.TrajectoryIndex` (frames, atoms, steps, times, XTC/TRR offsets,
 the H5MD particle group), the parts of a split trajectory, the H5MD layout, and each file's
 size and modification time for the report. :func:`open_source` then opens, on every rank,
-the frame source of the chosen engine (:mod:`h5mdtool.frames`).
+the frame source of the chosen engine (:mod:`h5mdtool.bench.frames`).
 """
 
 import os
@@ -14,19 +14,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import InputError, UsageError, mark_collective
-from .formats import TrajectoryIndex, detect_format, scan, scan_segment
-from .formats.base import hdf5_open_error
-from .frames import (ManifestFrames, MDAnalysisFrames, Piece, TrajectoryFrames, checked_manifest, position_frames,
-                     position_times)
-from .manifest import MANIFEST_NAME, is_manifest
+from ..formats import TrajectoryIndex, detect_format, scan, scan_segment
+from ..formats.base import hdf5_open_error
+from ..parallel.errors import InputError, UsageError, mark_collective
+from ..subfiles.manifest import MANIFEST_NAME, is_manifest
+from .frames import (
+    ManifestFrames, MDAnalysisFrames, Piece, TrajectoryFrames, checked_manifest, position_frames, position_times
+)
 
 
 @dataclass
 class InputInfo:
     """The input of one benchmark run, as rank 0 found it (picklable, broadcast).
 
-    Frames are numbered among those holding positions (:mod:`h5mdtool.frames`): all frames,
+    Frames are numbered among those holding positions (:mod:`h5mdtool.bench.frames`): all frames,
     except in H5MD files whose velocities or forces have steps of their own.
 
     Attributes
@@ -76,7 +77,7 @@ class InputInfo:
         return [part.start for part in self.manifest.parts] + [self.n_frames]
 
     def pieces(self):
-        """The files as :class:`~h5mdtool.frames.Piece` objects (frames engine, files opened)."""
+        """The files as :class:`~h5mdtool.bench.frames.Piece` objects (frames engine, files opened)."""
         if self.manifest is not None:
             return [Piece(part.path, self.manifest.format, part.start, part.stop) for part in self.manifest.parts]
         present = self.index.fields["positions"]
@@ -236,7 +237,7 @@ def _h5md_input(path, index, n_frames):
     positions dataset's creation properties (read from metadata only)."""
     import h5py
 
-    from .lint import dataset_filters
+    from ..check.lint import dataset_filters
 
     segment = index.segments[0]
     element = segment.details["elements"]["positions"]

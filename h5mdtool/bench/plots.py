@@ -8,7 +8,7 @@ titles naming the input, engine, selection and baseline.
 import math
 import os
 
-from .errors import UsageError
+from ..parallel.errors import UsageError
 from .timing import PHASES, WORK_PHASES, work  # noqa: F401 - PHASES is part of this module's interface
 
 #: One colour per phase; waiting and communication in greys, so the work stands out.
@@ -144,7 +144,7 @@ def _baseline_text(baseline):
 def plot_scaling(result, path, fmt=None):
     """Speed-up and efficiency, and each phase's mean time, against ranks (log2 axes).
 
-    *result* is :func:`h5mdtool.bench_report.bench_report`'s scaling result.
+    *result* is :func:`h5mdtool.bench.report.bench_report`'s scaling result.
     """
     plt = _pyplot()
     rows, baseline = result["rows"], result["baseline"]

@@ -22,7 +22,7 @@ import json
 import os
 import statistics
 
-from .errors import InputError, UsageError
+from ..parallel.errors import InputError, UsageError
 from .timing import PHASES, work
 
 #: The report layout this module reads (``bench rmsd`` writes it as ``report_version``).

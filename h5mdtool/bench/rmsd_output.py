@@ -8,7 +8,7 @@ xmgrace and GROMACS users' scripts read it unchanged.
 
 import numpy as np
 
-from .errors import UsageError
+from ..parallel.errors import UsageError
 
 FORMATS = (".npy", ".csv", ".xvg")
 TIME_UNITS = {"ps": 1.0, "ns": 1e-3}

@@ -3,17 +3,17 @@
 Split-apply-combine as in Khoshlessan et al. 2020 (sections 3 and 5) and Jakupovic & Beckstein 2021. Each run:
 
 1. rank 0 inspects the input (format, frame count, XTC/TRR offsets, parts) and broadcasts
-   it (:mod:`h5mdtool.bench_input`);
+   it (:mod:`h5mdtool.bench.inputs`);
 2. rank 0 resolves the analysis (topology, selections, weights, reference, frames) and
-   broadcasts it (:mod:`h5mdtool.bench_setup`);
-3. the frames are divided following the input's layout (:mod:`h5mdtool.partition`); every
+   broadcasts it (:mod:`h5mdtool.bench.analysis`);
+3. the frames are divided following the input's layout (:mod:`h5mdtool.bench.partition`); every
    rank opens the trajectory and computes the RMSDs of its frames
-   (:mod:`h5mdtool.bench_engines`);
+   (:mod:`h5mdtool.bench.engines`);
 4. a barrier (the straggler signal), then ``Gatherv`` of the results to rank 0.
 
-Every second of each rank's run is charged to one phase (:mod:`h5mdtool.timing`), so the
+Every second of each rank's run is charged to one phase (:mod:`h5mdtool.bench.timing`), so the
 per-rank table adds up and stragglers are judged on the work each rank did before waiting.
-``bench report`` (:mod:`h5mdtool.bench_report`) combines reports of several runs.
+``bench report`` (:mod:`h5mdtool.bench.report`) combines reports of several runs.
 """
 
 import datetime
@@ -22,11 +22,11 @@ import socket
 
 import numpy as np
 
-from .bench_engines import BlocksEngine, FramesEngine
-from .bench_input import inspect_input, open_source
-from .bench_setup import AnalysisOptions, plan_analysis
-from .errors import UsageError, mark_collective
-from .mpi import abort_unless_collective, agree, capture_errors, entry_point, root_call
+from ..parallel.errors import UsageError, mark_collective
+from ..parallel.mpi import abort_unless_collective, agree, capture_errors, entry_point, root_call
+from .analysis import AnalysisOptions, plan_analysis
+from .engines import BlocksEngine, FramesEngine
+from .inputs import inspect_input, open_source
 from .partition import partition_frames
 from .references import cite
 from .timing import PhaseClock, find_stragglers
@@ -66,7 +66,7 @@ def advice(ratio, kind=None):
     ratio : float or None
         Sum of compute time over sum of I/O time.
     kind : {"H5MD", "split", "shared", None}
-        What was read (:attr:`h5mdtool.bench_input.InputInfo.kind`); None gives the
+        What was read (:attr:`h5mdtool.bench.inputs.InputInfo.kind`); None gives the
         general advice.
     """
     if ratio is None:
@@ -120,7 +120,7 @@ def _files_opened(info, source, local, plan, rank, engine):
 
 def _run_once(paths, topology, options, group, block_frames, compute_load, engine, comm, input_format=None):
     """One timed run on every rank: (RMSD rows on rank 0, this rank's record, info, plan, partition)."""
-    from .formats import load_decoders
+    from ..formats import load_decoders
 
     clock = PhaseClock()
     if comm.rank == 0:
@@ -182,7 +182,7 @@ def summarise(records, kind=None):
     -------
     dict
         ``t_total`` (the slowest rank), ``ranks``, ``stragglers`` (judged on each rank's
-        work before waiting, :func:`h5mdtool.timing.find_stragglers`), ``ratio_compute_io``
+        work before waiting, :func:`h5mdtool.bench.timing.find_stragglers`), ``ratio_compute_io``
         (sum of compute over sum of I/O, Khoshlessan et al. 2020's Eq. 7, None without I/O time),
         ``ratio_compute_comm`` (its Eq. 8) and ``advice`` for that ratio and *kind* of input.
     """
@@ -197,7 +197,7 @@ def summarise(records, kind=None):
 
 
 def _provenance(records):
-    from .provenance import command_line, software_versions
+    from ..h5md.provenance import command_line, software_versions
 
     return {"command": command_line(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "hosts": sorted({r["host"] for r in records}), "versions": software_versions()}

@@ -29,10 +29,10 @@ steps are constant or restart are still one trajectory.
 
 import numpy as np
 
-from .errors import H5mdToolError, InputError
-from .mpi import agree, balanced_slices, capture_errors, entry_point, root_call
-from .formats import TrajectoryIndex, TrajectoryReader, scan, scan_segment
-from .formats.trajectory import chain_steps
+from ..formats import TrajectoryIndex, TrajectoryReader, scan, scan_segment
+from ..formats.trajectory import chain_steps
+from ..parallel.errors import H5mdToolError, InputError
+from ..parallel.mpi import agree, balanced_slices, capture_errors, entry_point, root_call
 
 FIELDS = ("positions", "velocities", "forces")
 UNITS = {"positions": "nm", "velocities": "nm/ps", "forces": "kJ/(mol nm)", "edges": "nm"}
@@ -238,7 +238,7 @@ def compare_with_source(paths, sources, *, comm=None, tolerance=None, limit=10, 
     InputError
         If either side cannot be read (raised on every rank).
     """
-    from .progress import progress_bar
+    from ..parallel.progress import progress_bar
 
     source_index = sources if isinstance(sources, TrajectoryIndex) else root_call(comm, scan, list(sources))
     copy_index, precisions, compare_time = root_call(comm, _scan_copy, list(paths))

@@ -211,7 +211,7 @@ class ValidationReport:
         return 1 if any(r.failed(self.strict) for r in self.files) else 0
 
     def as_dict(self):
-        from . import __version__
+        from .. import __version__
 
         return {
             "h5mdtool_version": __version__,

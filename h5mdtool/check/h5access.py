@@ -14,13 +14,13 @@ itself can crash, or loop for ever, on damaged metadata: the child sends a
 
 import math
 import os
-import stat
 import sys
 import time
 
 import numpy as np
 
-from .errors import H5mdToolError, UnreadableError, locked_file_message
+from ..formats.base import check_regular_file
+from ..parallel.errors import H5mdToolError, UnreadableError, locked_file_message
 from .findings import ERROR, WARNING
 
 #: Root groups whose content H5MD defines (a broken soft link there is an error).
@@ -290,25 +290,6 @@ def storage(dataset):
     return facts
 
 
-def check_regular_file(path, error=UnreadableError):
-    """Raise *error* unless *path* is an existing regular file (never opens it).
-
-    Opening a FIFO blocks until a writer appears, and a device can be endless: both are
-    refused from :func:`os.stat` alone.
-    """
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        raise error(f"{path}: no such file") from None
-    except OSError as problem:
-        raise error(f"{path}: cannot be read ({problem.strerror})") from None
-    if stat.S_ISDIR(mode):
-        raise error(f"{path}: is a directory, not a file")
-    if not stat.S_ISREG(mode):
-        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
-        raise error(f"{path}: is {kind}, not a regular file")
-
-
 def load_filter_plugins():
     """Register hdf5plugin's filters (Zstd, Blosc, Bitshuffle, ...) with HDF5 when it is installed."""
     try:
@@ -359,7 +340,7 @@ SPAWNED_READER = (
     "from multiprocessing.connection import Connection\n"
     "path, payload = pickle.loads(sys.stdin.buffer.read())\n"
     "sys.path[:] = path\n"
-    "from h5mdtool.h5access import _run_child\n"
+    "from h5mdtool.check.h5access import _run_child\n"
     "function, args = pickle.loads(payload)\n"
     "_run_child(Connection(int(sys.argv[1]), readable=False), function, args)\n"
 )

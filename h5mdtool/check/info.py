@@ -14,10 +14,10 @@ from dataclasses import asdict
 
 import numpy as np
 
+from ..parallel.errors import InputError
+from ..parallel.mpi import entry_point, root_call
 from . import lint
 from .findings import ERROR, NOTE, WARNING, FileReport
-from .mpi import entry_point, root_call
-from .errors import InputError
 from .h5access import Access, heartbeat, is_dataset, is_group, isolated, join_path, open_hdf5, storage, text_of
 from .validate import validate_file
 

@@ -12,6 +12,8 @@ import math
 import os
 import shlex
 
+from ..parallel.sizes import human_bytes
+
 #: Filters every HDF5 library has built in (no plugin needed to read).
 BUILTIN_FILTERS = {1: "gzip", 2: "shuffle", 3: "fletcher32", 4: "szip", 5: "nbit", 6: "scaleoffset"}
 #: Registered plugin filters (HDF Group registry) that are commonly met in MD files.
@@ -91,14 +93,6 @@ def one_frame_read(shape, chunks, itemsize):
     return {"chunks": touched, "bytes": touched * chunk_bytes, "frame_bytes": frame_bytes, "chunk_bytes": chunk_bytes}
 
 
-def human(count):
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if value < 1024 or unit == "PiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-
-
 def relayout_command(file, compression=None, level=None, precision=None, chunk_frames="auto"):
     """The ``h5mdtool convert`` command that rewrites *file* with frame-shaped chunks."""
     stem = os.path.splitext(file)[0]
@@ -128,7 +122,7 @@ def storage_of(dataset):
         unit = dataset.attrs.get("unit", "nm")
         unit = unit.decode() if isinstance(unit, bytes) else str(unit)
         if recorded is not None and float(recorded) > 0:
-            from .formats.h5md import unit_factor
+            from ..h5md.units import unit_factor
 
             precision = float(recorded) * unit_factor(unit, "length", dataset.name)
     except Exception:  # noqa: BLE001 - a strange attribute only loses the hint
@@ -146,7 +140,7 @@ def fix_for(file, storage):
     gzip keeps its level; a codec of ``--compression`` (zstd, lz4, blosc2) is kept; any
     other compressing filter becomes zstd.
     """
-    from .codecs import CODECS
+    from ..h5md.codecs import CODECS
 
     compression = level = None
     if storage["compressed"]:
@@ -187,11 +181,11 @@ def lint_dataset(report, path, dataset, file):
     if chunks is None:
         total = math.prod(int(s) for s in shape) * itemsize
         if total >= LARGE_CONTIGUOUS:
-            report.add("LINT005", path, f"contiguous dataset of {human(total)}: it cannot be compressed or extended", fix)
+            report.add("LINT005", path, f"contiguous dataset of {human_bytes(total)}: it cannot be compressed or extended", fix)
         return storage
     if chunks[1] < shape[1] or chunks[2] < shape[2]:
         amplification = cost["bytes"] / cost["frame_bytes"] if cost["frame_bytes"] else 0
-        what = f"reading one frame touches {cost['chunks']} chunks and {human(cost['bytes'])} for {human(cost['frame_bytes'])} of data ({amplification:.0f}x)"
+        what = f"reading one frame touches {cost['chunks']} chunks and {human_bytes(cost['bytes'])} for {human_bytes(cost['frame_bytes'])} of data ({amplification:.0f}x)"
         if chunks[1] < shape[1]:
             pieces = -(-shape[1] // chunks[1])
             report.add("LINT001", path, f"chunks {tuple(chunks)} split each frame of {shape[1]} atoms into {pieces} pieces: {what}; Jakupovic & Beckstein (SciPy 2021, doi:10.25080/majora-1b6fd038-005) measured about 10x slower reads with such auto-chunked files", fix)
@@ -202,7 +196,7 @@ def lint_dataset(report, path, dataset, file):
     chunk_bytes = cost["chunk_bytes"]
     if storage["filters"] and chunks[0] > 1 and chunk_bytes > DEFAULT_CHUNK_CACHE:
         report.add("LINT003", path,
-                   f"filtered chunks of {chunks[0]} frames ({human(chunk_bytes)}) exceed the default {human(DEFAULT_CHUNK_CACHE)} chunk cache: "
+                   f"filtered chunks of {chunks[0]} frames ({human_bytes(chunk_bytes)}) exceed the default {human_bytes(DEFAULT_CHUNK_CACHE)} chunk cache: "
                    f"reading frame by frame decompresses each chunk up to {chunks[0]} times (unless readers raise rdcc_nbytes)", fix)
     for code, name in storage["filters"]:
         if code in HDF5PLUGIN_FILTERS:

@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from ..h5md.units import unit_of
 from . import lint
 from .h5access import heartbeat, reason, storage
 
@@ -76,16 +77,6 @@ def frame_ranges(frames, count=None):
     more = count is not None and count > len(frames)
     word = "frame" if len(frames) == 1 and not more else "frames"
     return f"{word} {text}{', ...' if more else ''}"
-
-
-def unit_of(dataset):
-    try:
-        unit = dataset.attrs.get("unit")
-    except Exception:  # noqa: BLE001 - an unreadable unit only loses the unit check
-        return None
-    if isinstance(unit, np.ndarray) and unit.shape == ():
-        unit = unit.item()
-    return unit.decode("utf-8", "replace") if isinstance(unit, bytes) else unit if isinstance(unit, str) else None
 
 
 # -- reading -------------------------------------------------------------------------------

@@ -4,11 +4,11 @@ Files are walked defensively: every HDF5 access goes through :class:`Access`, wh
 failure into a finding, checks each link's type before following it and never follows an
 external link. So wrong types where numbers belong, zero or huge dimensions and soft-link
 loops all give findings, never a traceback; only a file that cannot be opened at all raises
-:class:`~h5mdtool.errors.UnreadableError` (exit status 2).
+:class:`~h5mdtool.parallel.errors.UnreadableError` (exit status 2).
 
-Rules are listed in :data:`h5mdtool.findings.RULES` and docs/validation.md. Structural checks
+Rules are listed in :data:`h5mdtool.check.findings.RULES` and docs/validation.md. Structural checks
 read whole 1-D ``step`` and ``time`` datasets in blocks of a million entries and never loop
-over frames in Python; the data checks (:mod:`h5mdtool.sanity`) read per-atom data once, in
+over frames in Python; the data checks (:mod:`h5mdtool.check.sanity`) read per-atom data once, in
 bounded blocks of whole chunks. Nothing is read that the file only declares (see
 :func:`h5access.storage`), and the MDAnalysis read check never runs on a file with external
 links or external raw data (MDAnalysis would follow them).
@@ -21,12 +21,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..h5md.units import unit_of
+from ..parallel.errors import H5mdToolError, UnreadableError, UsageError
+from ..parallel.mpi import debug_enabled, entry_point, root_call
+from ..parallel.sizes import human_bytes
 from . import lint, sanity
-from .errors import H5mdToolError, UnreadableError, UsageError
-from .h5access import (Access, heartbeat, integers, is_dataset, is_group, isolated, join_path, keeps_data_elsewhere,
-                       open_hdf5, reason, text_of)
 from .findings import FileReport, ValidationReport
-from .mpi import debug_enabled, entry_point, root_call
+from .h5access import (
+    Access, heartbeat, integers, is_dataset, is_group, isolated, join_path, keeps_data_elsewhere, open_hdf5, reason,
+    text_of
+)
 
 PROFILES = ("h5md", "mdanalysis", "all")
 #: Per-particle vector elements: values ``[n][N][D]`` (time-dependent) or ``[N][D]``.
@@ -598,7 +602,7 @@ class Checker:
             return None
         rows = sanity.readable_rows(self.report, edges.value, value_path, "box edges") if edges.time_dependent else 1
         position = info["elements"].get("position")
-        box = sanity.Box(edges, [b == "periodic" for b in boundary], dimension, False, sanity.unit_of(edges.value))
+        box = sanity.Box(edges, [b == "periodic" for b in boundary], dimension, False, unit_of(edges.value))
         try:
             sanity.check_box_series(self.report, box, rows)
         except Exception as error:  # noqa: BLE001
@@ -690,7 +694,7 @@ class MDAnalysisProfile:
             return
         frame_bytes = self.frame_bytes(first)
         if frame_bytes > MAX_READ_CHECK_FRAME_BYTES:
-            self.add("MDA902", "/", f"not read with MDAnalysis: one frame takes {lint.human(frame_bytes)} of memory")
+            self.add("MDA902", "/", f"not read with MDAnalysis: one frame takes {human_bytes(frame_bytes)} of memory")
             return
         self.read_check()
 
@@ -946,7 +950,7 @@ def validate_manifest(path, profile="all", label=None):
     """Check a split ``manifest.json``: its document, and that its parts exist, match and tile.
 
     Every problem is reported with its own rule (``MAN001``-``MAN015``, see
-    :mod:`h5mdtool.manifest`); H5MD parts are validated too (their findings are prefixed
+    :mod:`h5mdtool.subfiles.manifest`); H5MD parts are validated too (their findings are prefixed
     with the part's name).
 
     Returns
@@ -960,7 +964,7 @@ def validate_manifest(path, profile="all", label=None):
         If the manifest is missing, not a regular file, a directory without manifest.json,
         or not JSON.
     """
-    from .manifest import document_problems, load_document, manifest_file, part_problems
+    from ..subfiles.manifest import document_problems, load_document, manifest_file, part_problems
 
     path = manifest_file(path)
     document = load_document(path, UnreadableError)
@@ -1070,8 +1074,8 @@ def validate(paths, *, comm=None, profile="all", against=None, tolerance=None, s
     InputError
         If a source given with *against* cannot be read.
     """
+    from ..formats import scan
     from .compare import compare_with_source
-    from .formats import scan
 
     if profile not in PROFILES:
         raise UsageError(f"--profile must be one of {', '.join(PROFILES)}, got {profile!r}")

@@ -5,8 +5,9 @@ import os
 
 import click
 
-from ..errors import UsageError, mark_collective
-from .options import emit_json, human_bytes, input_format_option
+from ..parallel.errors import UsageError, mark_collective
+from ..parallel.sizes import human_bytes
+from .options import emit_json, input_format_option
 
 
 @click.group("bench")
@@ -22,8 +23,8 @@ def command():
 
 def _check_outputs(outputs, inputs, force, plot_path):
     """Rank 0, before the run: every output may be written; matplotlib is there for --plot."""
-    from ..outputs import check_output_file
-    from ..plots import _pyplot, image_format
+    from ..bench.plots import _pyplot, image_format
+    from ..parallel.outputs import check_output_file
 
     names = [path for path in outputs if path is not None]  # an empty name is refused, not ignored
     if len(set(map(os.path.abspath, names))) != len(names):
@@ -37,7 +38,7 @@ def _check_outputs(outputs, inputs, force, plot_path):
 
 def _write(path, write):
     """Call ``write(temporary_path)``, then move the complete file to *path*."""
-    from ..outputs import publish, remove_quietly, temporary_name, write_failures_reported
+    from ..parallel.outputs import publish, remove_quietly, temporary_name, write_failures_reported
 
     temporary = temporary_name(path)
     try:
@@ -73,7 +74,7 @@ def _fmt(value, width=8, digits=3):
 
 def print_rmsd_report(report):
     """The per-rank table of every run, stragglers, partition and advice."""
-    from ..timing import describe_stragglers, work
+    from ..bench.timing import describe_stragglers, work
 
     source, analysis = report["input"], report["analysis"]
     layout = ", ".join(f"{key} {source[key]}" for key in ("layout", "chunks", "compression", "parts")
@@ -168,9 +169,9 @@ def rmsd_command(inputs, topology, select, calc_select, index, weights, referenc
       h5mdtool bench rmsd md.h5md -t md.tpr --reference start.pdb --compute-load 40
       h5mdtool bench rmsd lammps.dcd -t system.data --format LAMMPS
     """
-    from ..bench import bench_rmsd
-    from ..mpi import resolve, root_call
-    from ..rmsd_output import output_format
+    from ..bench.rmsd_output import output_format
+    from ..bench.runner import bench_rmsd
+    from ..parallel.mpi import resolve, root_call
 
     comm = resolve()
     if rmsd_out is not None:
@@ -190,13 +191,13 @@ def rmsd_command(inputs, topology, select, calc_select, index, weights, referenc
     if out_path:
         _save_json(report, out_path)
     if rmsd_out:
-        from ..rmsd_output import write_rmsd
+        from ..bench.rmsd_output import write_rmsd
 
         command = report["provenance"]["command"]
         _write_stream(rmsd_out, lambda handle: write_rmsd(handle, result["rmsd"], result["labels"], fmt, time_unit,
                                                     rmsd_unit, command), binary=True)
     if plot_path:
-        from ..plots import image_format, plot_ranks, rmsd_title
+        from ..bench.plots import image_format, plot_ranks, rmsd_title
 
         best = report["runs"][report["best_repeat"]]
         _write(plot_path, lambda temporary: plot_ranks(best, temporary, rmsd_title(report), image_format(plot_path)))
@@ -211,7 +212,7 @@ def rmsd_command(inputs, topology, select, calc_select, index, weights, referenc
 
 
 def _print_scaling(result):
-    from ..timing import PHASES
+    from ..bench.timing import PHASES
 
     context, baseline = result["context"], result["baseline"]
     click.echo(f"bench report: {context['input']} ({context['format']}, {context['layout']}), engine "
@@ -281,8 +282,8 @@ def report_command(runs, layouts_mode, plot_path, as_csv, as_json, force):
       h5mdtool bench report reports/*.json --csv > scaling.csv
       h5mdtool bench report chunked-*.json gzip-*.json xtc-*.json --layouts --plot layouts.png
     """
-    from ..bench_report import bench_report
-    from ..timing import PHASES
+    from ..bench.report import bench_report
+    from ..bench.timing import PHASES
 
     if plot_path is not None:
         _check_outputs((plot_path,), runs, force, plot_path)
@@ -307,7 +308,7 @@ def report_command(runs, layouts_mode, plot_path, as_csv, as_json, force):
     else:
         _print_scaling(result)
     if plot_path:
-        from ..plots import image_format, plot_layouts, plot_scaling
+        from ..bench.plots import image_format, plot_layouts, plot_scaling
 
         draw = plot_layouts if layouts_mode else plot_scaling
         _write(plot_path, lambda temporary: draw(result, temporary, image_format(plot_path)))

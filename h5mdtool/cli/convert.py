@@ -2,10 +2,13 @@
 
 import click
 
-from ..frametimes import frames_phrase
-from ..mpi import resolve
-from .options import (SIZE, atom_options, emit_json, field_options, frame_options, human_bytes, input_format_option,
-                      layout_options, run_options, segment_options, time_options, truncation_option)
+from ..formats.frametimes import frames_phrase
+from ..parallel.mpi import resolve
+from ..parallel.sizes import human_bytes
+from .options import (
+    SIZE, atom_options, emit_json, field_options, frame_options, input_format_option, layout_options, run_options,
+    segment_options, time_options, truncation_option
+)
 
 
 @click.command("convert")
@@ -58,12 +61,12 @@ def command(inputs, output, append_to, topology, select, atom_indices_file, inde
       h5mdtool convert autochunked.h5md -o fast.h5md --chunk-frames auto
       mpirun -n 4 h5mdtool convert next_part.xtc --append md.h5md
     """
-    from ..convert import convert
+    from ..conversion.convert import convert
 
     comm = resolve()
     if append_to is not None or output is None:
-        from ..append import append, check_append_options
-        from ..errors import UsageError
+        from ..conversion.append import append, check_append_options
+        from ..parallel.errors import UsageError
 
         if append_to is None:
             raise UsageError("give the output file with --output FILE (or --append FILE to extend one)")

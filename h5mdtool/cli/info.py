@@ -3,7 +3,8 @@
 import click
 import numpy as np
 
-from .options import emit_json, human_bytes
+from ..parallel.sizes import human_bytes
+from .options import emit_json
 
 
 @click.command("info")
@@ -24,8 +25,8 @@ def command(file, as_json):
       h5mdtool info md.h5md --json | python -m json.tool
       h5mdtool info md.h5md | head
     """
-    from ..info import info
-    from ..mpi import resolve
+    from ..check.info import info
+    from ..parallel.mpi import resolve
 
     comm = resolve()
     result = info(file, comm=comm)

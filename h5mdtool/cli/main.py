@@ -1,11 +1,11 @@
 """The ``h5mdtool`` command line: a click group over the library API.
 
-Each command lives in :mod:`h5mdtool.scripts` and only parses options, calls the library and
-prints. Errors derived from :class:`~h5mdtool.errors.H5mdToolError` become one
+Each command lives in its own module of :mod:`h5mdtool.cli.main` and only parses options, calls the library and
+prints. Errors derived from :class:`~h5mdtool.parallel.errors.H5mdToolError` become one
 ``error: ...`` line on standard error and the error's exit code (1, or 2 for usage errors);
 ``--debug`` shows the traceback instead. click's own usage errors (a missing option, a
 value of the wrong type) become one such line with exit code 2 too. :func:`main` installs
-the signal handling of :mod:`h5mdtool.interrupts`: SIGINT, SIGTERM, SIGHUP (and the batch
+the signal handling of :mod:`h5mdtool.parallel.interrupts`: SIGINT, SIGTERM, SIGHUP (and the batch
 systems' SIGUSR1, SIGUSR2, SIGXCPU) remove the
 temporaries, print ``error: interrupted`` and exit with 128 + the signal number. Under
 mpirun, help, version and errors are printed by rank 0 only (:class:`RankZeroHelp`).
@@ -16,14 +16,15 @@ import sys
 
 import click
 
-from . import __version__, interrupts
-from .errors import H5mdToolError
-from .heap import keep_freed_heap
-from .mpi import debug_enabled, hdf5_exit_is_unsafe
+from .. import __version__
+from ..parallel import interrupts
+from ..parallel.errors import H5mdToolError
+from ..parallel.heap import keep_freed_heap
+from ..parallel.mpi import debug_enabled, hdf5_exit_is_unsafe
 
 
 def _rank():
-    from .mpi import resolve
+    from ..parallel.mpi import resolve
 
     return resolve().rank
 
@@ -54,7 +55,7 @@ def launcher_rank():
 
     Read from the environment, so ``--help`` need not start MPI.
     """
-    from .mpi import launched_by_mpi
+    from ..parallel.mpi import launched_by_mpi
 
     if not launched_by_mpi():
         return 0
@@ -165,7 +166,7 @@ def cli(debug):
 
 
 def _register():
-    from .scripts import bench, convert, info, split, topology, validate
+    from . import bench, convert, info, split, topology, validate
 
     for module in (convert, split, validate, info, bench, topology):
         cli.add_command(module.command)

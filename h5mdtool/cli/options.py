@@ -5,8 +5,8 @@ import sys
 
 import click
 
-from ..layout import COMPRESSIONS, parse_size
-from ..errors import UsageError
+from ..h5md.layout import COMPRESSIONS, parse_size
+from ..parallel.errors import UsageError
 
 
 class SizeType(click.ParamType):
@@ -182,14 +182,3 @@ def emit_json(document):
     """Print *document* as JSON on standard output."""
     json.dump(document, sys.stdout, indent=2, sort_keys=True, default=str)
     sys.stdout.write("\n")
-
-
-def human_bytes(count):
-    """1536 -> '1.5 KiB'."""
-    if count is None:
-        return "?"
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024

@@ -2,10 +2,13 @@
 
 import click
 
-from ..mpi import resolve
-from ..frametimes import frames_phrase
-from .options import (atom_options, chunk_options, emit_json, field_options, frame_options, given_on_command_line,
-                      human_bytes, input_format_option, run_options, segment_options, time_options, truncation_option)
+from ..formats.frametimes import frames_phrase
+from ..parallel.mpi import resolve
+from ..parallel.sizes import human_bytes
+from .options import (
+    atom_options, chunk_options, emit_json, field_options, frame_options, given_on_command_line, input_format_option,
+    run_options, segment_options, time_options, truncation_option
+)
 
 #: Options that shape H5MD parts; passed to the library only when given, so that the
 #: library can refuse them with --format same.
@@ -59,7 +62,7 @@ def command(ctx, inputs, nparts, output, part_format, start, stop, step, begin, 
       mpirun -n 8 h5mdtool split md.dcd --nparts 32 -o parts/ --format h5md --compression gzip
       h5mdtool split md.trr --nparts 4 -o parts/ --format h5md -n index.ndx -s Protein --no-forces
     """
-    from ..split import split
+    from ..subfiles.split import split
 
     comm = resolve()
     summary = split(

@@ -25,7 +25,7 @@ def command(file, output, fmt, frame, force, as_json):
       h5mdtool topology protein.h5md -o protein.pdb
       h5mdtool topology protein.h5md -o protein.psf
     """
-    from ..topology import write_topology_file
+    from ..h5md.topology import write_topology_file
 
     summary = write_topology_file(file, output, format=fmt, frame=frame, force=force)
     if as_json:

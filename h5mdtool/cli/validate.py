@@ -81,8 +81,8 @@ def command(files, profile, against, tolerance, against_format, on_overlap, stri
       h5mdtool validate parts/manifest.json --against md.xtc
       h5mdtool validate md.h5md --against-format LAMMPS --against lammps.dcd
     """
-    from ..mpi import resolve
-    from ..validate import validate
+    from ..check.validate import validate
+    from ..parallel.mpi import resolve
 
     comm = resolve()
     report = validate(list(files), comm=comm, profile=profile, against=list(against), tolerance=tolerance,

@@ -31,19 +31,23 @@ import time
 
 import numpy as np
 
+from ..formats import check_trajectory, load_decoders, scan
+from ..h5md.layout import Layout
+from ..h5md.provenance import base_record
+from ..h5md.units import unit_of
+from ..h5md.writer import ELEMENT_NAMES, PARTICLES, PROVENANCE, TrajectoryWriter, read_provenance
+from ..parallel.errors import InputError, OutputError, OverlapError, UsageError
+from ..parallel.mpi import (
+    abort_unless_collective, cleanup_on_abort, close_h5, closing_h5, discard_h5, entry_point, open_h5,
+    require_parallel_h5py, root_call
+)
+from ..parallel.outputs import (
+    claim_for_update, clone_file, is_write_failure, publish, remove_quietly, temporary_name, write_failure,
+    write_failures_reported
+)
+from ..parallel.progress import progress_bar
+from ..parallel.testhooks import delay
 from .convert import ConvertPlan
-from .errors import InputError, OutputError, OverlapError, UsageError
-from .formats import check_trajectory, load_decoders, scan
-from .layout import Layout
-from .mpi import (abort_unless_collective, cleanup_on_abort, close_h5, closing_h5, discard_h5, entry_point, open_h5,
-                  require_parallel_h5py, root_call)
-from .outputs import (claim_for_update, clone_file, is_write_failure, publish, remove_quietly, temporary_name,
-                      write_failure, write_failures_reported)
-from .progress import progress_bar
-from .provenance import base_record
-from .sanity import unit_of
-from .testhooks import delay
-from .writer import ELEMENT_NAMES, PARTICLES, PROVENANCE, TrajectoryWriter, read_provenance
 
 #: How a failure to write the working copy is reported: FILE itself was not touched.
 UNCHANGED = "left unchanged: the new frames cannot be written"
@@ -103,7 +107,7 @@ def _lead(handle, paths, step_path, n_rows, chunk):
 
 def _allocated_late(group):
     """The first growable uncompressed dataset under *group* whose chunks HDF5 allocates when
-    first written (see :func:`h5mdtool.layout.allocated_early`), or None."""
+    first written (see :func:`h5mdtool.h5md.layout.allocated_early`), or None."""
     import h5py
 
     found = []
@@ -262,8 +266,8 @@ def _publish(copy, target, summary):
 
 def _extend(plan, groups, comm, bar, block_bytes, target):
     """Collective: grow the copy's datasets and write the new frames (after FILE's last full chunk)."""
+    from ..formats import TrajectoryReader
     from .convert import _write_group
-    from .formats import TrajectoryReader
 
     sizes = [n_rows + len(frames) for (_, _, _, n_rows), (_, frames) in zip(groups, plan.groups)]
     h5file = open_h5(plan.temporary, "r+", comm, rdcc_nbytes=0)
@@ -307,7 +311,7 @@ def append(inputs, target, *, comm=None, on_overlap="error", on_truncated="error
         False leaves out new velocities (forces) the file has no element for.
     progress : bool, optional
     block_bytes : int, optional
-        Memory for one block of frames (default: :func:`h5mdtool.convert.default_block_bytes`).
+        Memory for one block of frames (default: :func:`h5mdtool.conversion.convert.default_block_bytes`).
     command : str, optional
 
     Returns

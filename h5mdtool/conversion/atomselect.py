@@ -14,9 +14,9 @@ distinct atoms (as gmx's default groups and ``gmx make_ndx`` output do).
 
 import numpy as np
 
-from .errors import InputError, UsageError
-from .ndx import find_group, read_index
-from .topology import pick_atoms, read_atom_indices, select_atoms
+from ..formats.ndx import find_group, read_index
+from ..h5md.topology import pick_atoms, read_atom_indices, select_atoms
+from ..parallel.errors import InputError, UsageError
 
 
 def group_atoms(index_file, key, n_atoms):

@@ -13,37 +13,27 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .codecs import codec
-from .errors import InputError, OutputError
-from .formats import check_trajectory, load_decoders, scan
-from .frametimes import check_one_selection, describe_frames, select_trajectory_frames
-from .atomselect import resolve_atoms
-from .chunkcodec import UnsupportedPipeline
-from .chunkwriter import DirectChunkWriter, encoding_threads
-from .layout import Layout
-from .mpi import (
-    abort_unless_collective,
-    agree,
-    call_giving_way_to_workers,
-    capture_errors,
-    chunk_aligned_slices,
-    cleanup_on_abort,
-    close_h5,
-    discard_h5,
-    entry_point,
-    is_parallel,
-    open_h5,
-    require_parallel_h5py,
-    root_call,
+from ..formats import check_trajectory, load_decoders, scan
+from ..formats.frametimes import check_one_selection, describe_frames, select_trajectory_frames
+from ..h5md.chunkcodec import UnsupportedPipeline
+from ..h5md.chunkwriter import DirectChunkWriter, encoding_threads
+from ..h5md.codecs import codec
+from ..h5md.layout import Layout
+from ..h5md.provenance import base_record
+from ..h5md.topology import carries_topology, load_topology, write_topology
+from ..h5md.writer import LIBVER, TrajectoryWriter, write_h5md_metadata, write_provenance
+from ..parallel.errors import InputError, OutputError
+from ..parallel.mpi import (
+    abort_unless_collective, agree, call_giving_way_to_workers, capture_errors, chunk_aligned_slices, cleanup_on_abort,
+    close_h5, discard_h5, entry_point, is_parallel, open_h5, require_parallel_h5py, root_call
 )
-from .outputs import (check_output_file, is_write_failure, lfs_setstripe, preallocate, publish, remove_quietly,
-                      system_reason, temporary_name, write_failure, write_failures_reported)
-from .progress import progress_bar
-from .provenance import base_record
-from .testhooks import delay
-from .topology import (carries_topology, load_topology, pick_atoms, read_atom_indices,  # noqa: F401 - bench imports
-                       select_atoms, write_topology)
-from .writer import LIBVER, TrajectoryWriter, write_h5md_metadata, write_provenance
+from ..parallel.outputs import (
+    check_output_file, is_write_failure, lfs_setstripe, preallocate, publish, remove_quietly, system_reason,
+    temporary_name, write_failure, write_failures_reported
+)
+from ..parallel.progress import progress_bar
+from ..parallel.testhooks import delay
+from .atomselect import resolve_atoms
 
 #: Default memory for one block of frames on one rank, in bytes; each rank holds two blocks
 #: (one being decoded while the other is written).
@@ -166,10 +156,10 @@ def layout_notes(layout):
 
 def choose_split_xyz(layout, index, frames, atom_indices):
     """Rank 0: settle a ``split_xyz`` left to h5mdtool on the first of the position *frames*
-    (:meth:`~h5mdtool.layout.Layout.choose_split_xyz`); the reading stack decodes them."""
+    (:meth:`~h5mdtool.h5md.layout.Layout.choose_split_xyz`); the reading stack decodes them."""
     if layout.split_xyz is not None:
         return
-    from .formats import TrajectoryReader
+    from ..formats import TrajectoryReader
 
     n_atoms = index.n_atoms if atom_indices is None else len(atom_indices)
     first = np.asarray(frames)[:layout.sample_frames(len(frames), n_atoms)]
@@ -336,13 +326,13 @@ def write_h5md_file(path, plan, *, comm, bar, block_bytes=None, author=None, lab
     """Write the frames of *plan* into a new H5MD file at *path* (collective).
 
     Every rank of *comm* writes its balanced share with collective HDF5 calls; pass a
-    :class:`~h5mdtool.mpi.SerialComm` to write a whole file from one process (as split does
+    :class:`~h5mdtool.parallel.mpi.SerialComm` to write a whole file from one process (as split does
     for its parts). One process compresses the chunks of a filtered layout in *threads*
     threads (None: HDF5's filters; :mod:`.chunkwriter`). On failure the file is closed and
     removed, and the error re-raised (or the job aborted when only this rank failed).
     Messages name *label* (the final output) instead of the temporary *path*.
     """
-    from .formats import TrajectoryReader
+    from ..formats import TrajectoryReader
 
     label = label or path
     h5file = writer = None
@@ -442,13 +432,13 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
     output : str
         Path of the H5MD file to write.
     comm : mpi4py communicator, optional
-        Resolved by :func:`h5mdtool.mpi.resolve`; runs serially without MPI.
+        Resolved by :func:`h5mdtool.parallel.mpi.resolve`; runs serially without MPI.
     topology, select : str, optional
         Write only the atoms matched by the MDAnalysis selection *select* in *topology*; the
         topology of the atoms written is stored in the file (``h5mdtool topology`` reads it).
     index_file : str, optional
         GROMACS index file (``-n``): *select* names one of its groups, by name or number
-        (from 0, as gmx lists them); see :func:`h5mdtool.atomselect.resolve_atoms`.
+        (from 0, as gmx lists them); see :func:`h5mdtool.conversion.atomselect.resolve_atoms`.
     atom_indices_file : str, optional
         Write only the atoms listed (0-based, increasing) in this text file, as mdconvert's ``-a``.
     start, stop, step : int, optional
@@ -456,7 +446,7 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
     begin, end, dt : float, optional
         Frame selection by time in ps, as ``gmx trjconv -b -e -dt``: frames with
         ``begin <= t <= end`` whose time after the first of them is a whole multiple of *dt*
-        (see :mod:`h5mdtool.frametimes`); not with *start*, *stop*, *step*. Times are those
+        (see :mod:`h5mdtool.formats.frametimes`); not with *start*, *stop*, *step*. Times are those
         of the joined trajectory (after *on_overlap*); steps and times are written as the
         inputs record them.
     velocities, forces : bool
@@ -471,7 +461,7 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
         Input format for every file (XTC, TRR, DCD, H5MD), overriding the extensions.
     group : str, optional
         H5MD input: the particle group to read (default: the first, as MDAnalysis reads).
-    chunk_frames, contiguous, compression, compression_level, shuffle, split_xyz, precision : see :class:`~h5mdtool.layout.Layout`
+    chunk_frames, contiguous, compression, compression_level, shuffle, split_xyz, precision : see :class:`~h5mdtool.h5md.layout.Layout`
         ``chunk_frames="auto"`` plans the chunk size; ``precision`` (nm) stores positions
         as integers on a decimal grid, error at most ``precision / 2``; ``"xtc"`` keeps the
         XTC inputs' own grid exactly.
@@ -489,7 +479,7 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
         rank, 2 MiB per rank on several (:func:`default_block_bytes`).
     threads : int, optional
         Compressed layouts written by one process: threads that compress chunks outside
-        HDF5 (:mod:`~h5mdtool.chunkwriter`). Default: HDF5's own filters, faster on the
+        HDF5 (:mod:`~h5mdtool.h5md.chunkwriter`). Default: HDF5's own filters, faster on the
         machines measured. Under MPI the ranks compress in parallel HDF5's collective writes.
     author : str, optional
         Author name for ``/h5md/author`` (default: the user name).

@@ -20,8 +20,8 @@ import json
 
 import numpy as np
 
-from .mpi import closing_h5
-from .writer import PARTICLES, PROVENANCE, fixed_ascii_array
+from ..h5md.writer import PARTICLES, PROVENANCE, fixed_ascii_array
+from ..parallel.mpi import closing_h5
 
 #: Elements of the particle group that convert writes itself.
 REWRITTEN = ("position", "velocity", "force", "box")
@@ -222,7 +222,7 @@ def carry_over(source, destination, particle_group, steps=None, atoms=None, n_at
         Atoms of the rewritten group in the source.
     keep_author : bool
         Keep the destination's ``/h5md/author`` (``--author`` was given).
-    layout : h5mdtool.layout.Layout, optional
+    layout : h5mdtool.h5md.layout.Layout, optional
         Give time-dependent per-particle values (shape (frames, particles, D)) the new
         file's frame-shaped chunks and codec, as convert gives positions.
 

@@ -15,22 +15,15 @@ rules:
 """
 
 import os
+import stat
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import InputError, locked_file_message
-
-#: Per-atom fields a frame may hold, in the order h5mdtool writes them.
-ATOM_FIELDS = ("positions", "velocities", "forces")
-#: Everything a frame may hold besides step and time.
-FIELDS = ATOM_FIELDS + ("box",)
-#: h5mdtool's units for each field (H5MD notation).
-UNITS = {"positions": "nm", "velocities": "nm ps-1", "forces": "kJ mol-1 nm-1", "box": "nm", "time": "ps"}
-#: What each field is called in messages.
-NAMES = {"positions": "positions", "velocities": "velocities", "forces": "forces", "box": "box"}
-
-ANGSTROM_PER_NM = 10.0
+from ..h5md.units import (  # noqa: F401 - the formats import them from here
+    ANGSTROM_PER_NM, ATOM_FIELDS, FIELDS, NAMES, UNITS
+)
+from ..parallel.errors import InputError, UnreadableError, locked_file_message
 
 
 def reason(error):
@@ -121,6 +114,25 @@ def with_stored_steps(details, stored, steps):
     if not np.array_equal(stored, steps):
         details["stored_step"] = stored
     return details
+
+
+def check_regular_file(path, error=UnreadableError):
+    """Raise *error* unless *path* is an existing regular file (never opens it).
+
+    Opening a FIFO blocks until a writer appears, and a device can be endless: both are
+    refused from :func:`os.stat` alone.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise error(f"{path}: no such file") from None
+    except OSError as problem:
+        raise error(f"{path}: cannot be read ({problem.strerror})") from None
+    if stat.S_ISDIR(mode):
+        raise error(f"{path}: is a directory, not a file")
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+        raise error(f"{path}: is {kind}, not a regular file")
 
 
 def file_stat(path):

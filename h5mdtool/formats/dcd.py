@@ -10,7 +10,7 @@ AKMA units, converted to ps), as MDAnalysis's DCDReader computes them.
 
 import numpy as np
 
-from ..errors import InputError
+from ..parallel.errors import InputError
 from .base import ANGSTROM_PER_NM, Format, LibraryName, Segment, file_stat, reason, truncated
 
 

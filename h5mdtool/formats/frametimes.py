@@ -15,7 +15,7 @@ of the first frame it reads at or after ``-b`` ("t MOD dt = first time"): ``dt_o
 
 import numpy as np
 
-from .errors import InputError, UsageError
+from ..parallel.errors import InputError, UsageError
 
 FLOAT32_EPS = float(np.finfo(np.float32).eps)
 #: Where ``dt`` counts from: 0 ps, or the first frame at or after ``-b`` (gmx trjconv).
@@ -132,7 +132,7 @@ def select_trajectory_frames(index, start=None, stop=None, step=None, begin=None
     InputError
         A time selection on inputs that record no time.
     """
-    from .formats import select_frames
+    from . import select_frames
 
     check_one_selection(start, stop, step, begin, end, dt)
     if by_time(begin, end, dt):

@@ -15,68 +15,19 @@ the H5MD units module, which may start with a numeric factor (``10 pm``). Per-at
 are read as a span of atoms (first to last selected) into a reused buffer and picked in
 memory: h5py's point selection along the atom axis was about 4x slower (docs/benchmark.md).
 Compressed datasets chunked by whole frames are decompressed in threads
-(:class:`~h5mdtool.chunkcodec.ChunkReader`).
+(:class:`~h5mdtool.h5md.chunkcodec.ChunkReader`).
 """
 
-import re
 
 import numpy as np
 
-from ..errors import InputError
+from ..h5md.units import text, unit_factor
+from ..parallel.errors import InputError
 from .base import Format, Segment, file_stat, hdf5_open_error
 
 #: H5MD element -> (h5mdtool field, unit kind).
 ELEMENTS = {"position": ("positions", "length"), "velocity": ("velocities", "speed"), "force": ("forces", "force")}
 FIELD_ELEMENT = {field: element for element, (field, _) in ELEMENTS.items()}
-
-#: Factors to h5mdtool's units for the unit symbols met in MD files (no MDAnalysis import).
-TO_INTERNAL = {
-    "length": {"nm": 1.0, "Angstrom": 0.1, "angstrom": 0.1, "A": 0.1, "pm": 1e-3, "fm": 1e-6, "um": 1e3, "m": 1e9},
-    "time": {"ps": 1.0, "fs": 1e-3, "ns": 1e3, "us": 1e6, "ms": 1e9, "s": 1e12},
-    "speed": {"nm ps-1": 1.0, "nm/ps": 1.0, "Angstrom ps-1": 0.1, "Angstrom/ps": 0.1, "Angstrom fs-1": 100.0,
-              "Angstrom/fs": 100.0, "A ps-1": 0.1, "m s-1": 1e-3, "m/s": 1e-3, "nm fs-1": 1e3},
-    "force": {"kJ mol-1 nm-1": 1.0, "kJ/(mol*nm)": 1.0, "kJ mol-1 Angstrom-1": 10.0,
-              "kJ/(mol*Angstrom)": 10.0, "kcal mol-1 Angstrom-1": 41.84, "kcal/(mol*Angstrom)": 41.84},
-}
-#: MDAnalysis's target unit for each kind, when its tables are needed.
-MDANALYSIS_TARGET = {"length": "nm", "time": "ps", "speed": "nm/ps", "force": "kJ/(mol*nm)"}
-
-
-def text(value):
-    """An HDF5 string attribute (bytes, numpy string or str) as str."""
-    if isinstance(value, (bytes, np.bytes_)):
-        return bytes(value).decode("ascii", "replace")
-    if isinstance(value, np.ndarray) and value.shape == ():
-        return text(value.item())
-    return str(value)
-
-
-def unit_factor(unit, kind, where):
-    """Factor turning values in *unit* (H5MD notation) into h5mdtool's unit of *kind*.
-
-    Raises
-    ------
-    InputError
-        For a unit h5mdtool cannot convert.
-    """
-    unit = text(unit).strip()
-    number = 1.0
-    match = re.fullmatch(r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s+(.+)", unit)
-    if match:
-        number, unit = float(match.group(1)), match.group(2).strip()
-    table = TO_INTERNAL[kind]
-    if unit in table:
-        return number * table[unit]
-    try:
-        from MDAnalysis import units
-        from MDAnalysis.coordinates.H5MD import H5MDReader
-
-        name = {"speed": "velocity"}.get(kind, kind)
-        translated = H5MDReader._unit_translation[name][unit]
-        return number * float(units.get_conversion_factor(kind, translated, MDANALYSIS_TARGET[kind]))
-    except (KeyError, ValueError, TypeError, ImportError):
-        raise InputError(f"{where} has unit {unit!r}, which h5mdtool cannot convert") from None
-
 
 def _factor(dataset, kind, where, default=1.0):
     unit = dataset.attrs.get("unit")
@@ -243,7 +194,7 @@ class H5MDFormat(Format):
     def scan(cls, path, on_truncated="error", group=None):
         import h5py
 
-        from ..codecs import register_plugins
+        from ..h5md.codecs import register_plugins
 
         register_plugins()  # files compressed with hdf5plugin's filters
         stat = file_stat(path)
@@ -295,9 +246,9 @@ class H5MDFormat(Format):
 
     def __init__(self, segment, atom_indices=None, comm=None):
         super().__init__(segment, atom_indices)
-        from ..chunkcodec import ChunkReader
-        from ..codecs import register_plugins
-        from ..mpi import SerialComm, open_h5, threads_per_rank
+        from ..h5md.chunkcodec import ChunkReader
+        from ..h5md.codecs import register_plugins
+        from ..parallel.mpi import SerialComm, open_h5, threads_per_rank
 
         register_plugins()
         comm = comm or SerialComm()
@@ -369,7 +320,7 @@ class H5MDFormat(Format):
         h5mdtool's chunk reader names the first row it asked of the chunk it could not
         decode; otherwise a serial reader reads each frame on its own.
         """
-        from ..chunkcodec import DamagedChunk
+        from ..h5md.chunkcodec import DamagedChunk
 
         if isinstance(error, DamagedChunk) and element_rows is not None:
             where = int(np.searchsorted(element_rows, error.row))

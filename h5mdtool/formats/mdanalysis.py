@@ -36,7 +36,7 @@ import warnings
 
 import numpy as np
 
-from ..errors import InputError
+from ..parallel.errors import InputError
 from .base import ANGSTROM_PER_NM, Format, LibraryName, Segment, file_stat, reason, truncated
 from .netcdf import convert_to
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import InputError, UsageError
+from ..parallel.errors import InputError, UsageError
 
 
 @dataclass

@@ -30,7 +30,7 @@ import os
 
 import numpy as np
 
-from ..errors import InputError
+from ..parallel.errors import InputError
 from .base import ANGSTROM_PER_NM, Format, Segment, file_stat, reason, truncated
 from .netcdf3 import read_header, record_view
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
+from ..parallel.errors import InputError
 
 #: Magic bytes and version byte -> name.
 VERSIONS = {1: "classic", 2: "64-bit offset"}

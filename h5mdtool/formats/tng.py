@@ -30,7 +30,7 @@ import warnings
 
 import numpy as np
 
-from ..errors import InputError
+from ..parallel.errors import InputError
 from .base import Format, LibraryName, Segment, file_stat, reason
 
 GENERAL_INFO, FRAME_SET = 0, 2

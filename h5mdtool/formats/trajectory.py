@@ -11,9 +11,9 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..errors import InputError, OverlapError, UsageError
-from . import REGISTRY, detect_format
+from ..parallel.errors import InputError, OverlapError, UsageError
 from .base import ATOM_FIELDS, FIELDS, FrameBlock, unwrap_steps, with_stored_steps
+from .registry import REGISTRY, detect_format
 
 #: How segment overlaps (restarts) are handled: refuse them; keep the later segment's frames
 #: (gmx trjcat's rule: a restart from a checkpoint supersedes what the earlier run wrote past

@@ -19,7 +19,7 @@ import struct
 
 import numpy as np
 
-from ..errors import InputError
+from ..parallel.errors import InputError
 from .base import STEP_MODULUS, Format, Segment, file_stat, reason, truncated, unwrap_steps, with_stored_steps
 
 MAGIC = 1993

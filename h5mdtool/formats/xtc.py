@@ -19,8 +19,10 @@ import struct
 
 import numpy as np
 
-from ..errors import InputError
-from .base import STEP_MODULUS, Format, LibraryName, Segment, file_stat, reason, truncated, unwrap_steps, with_stored_steps
+from ..parallel.errors import InputError
+from .base import (
+    STEP_MODULUS, Format, LibraryName, Segment, file_stat, reason, truncated, unwrap_steps, with_stored_steps
+)
 
 MAGIC = 1995
 #: Header bytes of a frame with compressed coordinates (more than 9 atoms).

@@ -157,7 +157,7 @@ def _blosc2_shuffles():
 
     Its byte shuffle is HDF5's (every element's byte 0, then every byte 1, ...; trailing
     bytes of a partial element copied), 10x faster than a numpy transpose (checked in
-    tests/test_chunkwriter.py).
+    tests/h5md/test_chunkwriter.py).
     """
     with _PLUGINS_LOCK:
         if not _BLOSC2:

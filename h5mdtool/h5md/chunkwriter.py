@@ -15,8 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ..parallel.errors import OutputError
 from .chunkcodec import FilterPipeline, row_offsets
-from .errors import OutputError
 
 #: Fields written as rows, not chunks: the box, and the element groups' step and time.
 _SERIES = ("edges", "step", "time")
@@ -34,7 +34,7 @@ def encoding_threads(asked=None):
 
 
 class DirectChunkWriter:
-    """:class:`~h5mdtool.writer.TrajectoryWriter`'s writes, with chunks compressed in threads.
+    """:class:`~h5mdtool.h5md.writer.TrajectoryWriter`'s writes, with chunks compressed in threads.
 
     Parameters
     ----------

@@ -12,7 +12,7 @@ do so themselves.
 
 from dataclasses import dataclass
 
-from .errors import StackError, UsageError
+from ..parallel.errors import StackError, UsageError
 
 #: HDF5's shuffle filter id (built in).
 SHUFFLE_ID = 2

@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from ..parallel.errors import InputError, UsageError
 from .codecs import CODECS, codec
-from .errors import InputError, UsageError
 
 #: Compression choices of ``--compression``; ``auto`` is none when lossless, else the
 #: default lossy codec.
@@ -225,7 +225,7 @@ class Layout:
     contiguous : bool
         Store without chunks (uncompressed, lossless only).
     compression : str
-        A name of :data:`h5mdtool.codecs.CODECS`, or ``auto`` (default): none when lossless,
+        A name of :data:`h5mdtool.h5md.codecs.CODECS`, or ``auto`` (default): none when lossless,
         else :data:`LOSSY_DEFAULT`.
     compression_level : int, optional
         The codec's level (gzip 0-9, default 4; zstd 1-22, default 3; blosc2 0-9, default 5).

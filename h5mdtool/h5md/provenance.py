@@ -5,8 +5,8 @@ import shlex
 import socket
 import sys
 
-from . import __version__
-from .mpi import mpi_library_version
+from .. import __version__
+from ..parallel.mpi import mpi_library_version
 
 
 def command_line(argv=None):

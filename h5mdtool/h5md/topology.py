@@ -27,8 +27,8 @@ import warnings
 
 import numpy as np
 
-from .errors import InputError, OutputError, UsageError
-from .mpi import closing_h5
+from ..parallel.errors import InputError, OutputError, UsageError
+from ..parallel.mpi import closing_h5
 from .provenance import printable
 
 VMD = "parameters/vmd_structure"
@@ -348,7 +348,9 @@ def write_topology_file(h5md_path, output, format=None, frame=0, force=False):
     UsageError
         For an unknown output format.
     """
-    from .outputs import check_output_file, is_write_failure, publish, remove_quietly, temporary_name, write_failure
+    from ..parallel.outputs import (
+        check_output_file, is_write_failure, publish, remove_quietly, temporary_name, write_failure
+    )
 
     fmt = (format or os.path.splitext(output)[1].lstrip(".")).lower()
     if fmt not in TOPOLOGY_FORMATS:

@@ -17,10 +17,10 @@ import json
 
 import numpy as np
 
-from .formats import ATOM_FIELDS, UNITS
+from ..parallel.mpi import RowWriter
 from .layout import allocated_early
-from .mpi import RowWriter
 from .provenance import printable
+from .units import ATOM_FIELDS, UNITS
 
 H5MD_VERSION = (1, 1)
 UNITS_MODULE_VERSION = (1, 0)
@@ -118,7 +118,7 @@ class TrajectoryWriter:
     n_atoms : int
     boundary : list of str
         Per dimension, ``periodic`` or ``none``.
-    layout : h5mdtool.layout.Layout
+    layout : h5mdtool.h5md.layout.Layout
         Chunks, filters and the encodings of per-atom values.
     dtype : str
         Floating-point type of lossless per-atom values.
@@ -208,7 +208,7 @@ class TrajectoryWriter:
         return chunks[0] if chunks else 1
 
     def prepare(self, number, start, arrays):
-        """What :meth:`write` takes for these rows (the rows themselves; see :class:`~h5mdtool.chunkwriter.DirectChunkWriter`)."""
+        """What :meth:`write` takes for these rows (the rows themselves; see :class:`~h5mdtool.h5md.chunkwriter.DirectChunkWriter`)."""
         return arrays
 
     def close(self):

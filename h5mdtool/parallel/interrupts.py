@@ -15,15 +15,15 @@ level handler also writes the signal number to a pipe (:func:`signal.set_wakeup_
 watcher thread blocked on that pipe ends the process whatever the main thread is doing,
 as long as that releases the GIL (checked: mpi4py's collectives, and h5py's collective
 write into a filtered dataset while it waits for another rank): it runs the clean-ups
-registered with :func:`h5mdtool.mpi.cleanup_on_abort`, prints one line and leaves with exit
+registered with :func:`h5mdtool.parallel.mpi.cleanup_on_abort`, prints one line and leaves with exit
 status 128 + the signal number, without MPI_Finalize, so the MPI launcher ends the other
 ranks (Open MPI sends them SIGTERM, and SIGKILL one second later). Temporaries named with
-:func:`h5mdtool.outputs.temporary_name` and not yet published are removed as well.
+:func:`h5mdtool.parallel.outputs.temporary_name` and not yet published are removed as well.
 
 The watcher holds :data:`_lock` from the clean-up until the process is gone. Code that
 creates or publishes an output holds the same lock (:func:`exclusive`), so a temporary is
 never created after the clean-up ran, and never published half-cleaned. A temporary shared
-by several ranks is removed by whichever rank gets to it first (:func:`h5mdtool.outputs.remove_quietly`
+by several ranks is removed by whichever rank gets to it first (:func:`h5mdtool.parallel.outputs.remove_quietly`
 claims it by an atomic rename); that rank prints the line, the others stay quiet (and wait
 half a second, so that the launcher, which kills the remaining ranks as soon as one ends,
 does not cut the removal short), so a job interrupted through ``mpirun`` prints one line,
@@ -132,12 +132,10 @@ def stop(signum):
         _signalled = signum
     signum = _signalled
     try:
-        from .mpi import run_abort_cleanups
-        from .outputs import remove_pending_temporaries
-
-        removed, registered = run_abort_cleanups()
-        removed_pending, pending = remove_pending_temporaries()
-        removed, registered = removed or removed_pending, registered or pending
+        removed = registered = False
+        for _, cleanup in sorted(_cleanups, key=lambda entry: entry[0]):
+            removed_here, registered_here = cleanup()
+            removed, registered = removed or removed_here, registered or registered_here
         rank, parallel = _where()
         if not parallel or removed or (rank == 0 and not registered):
             _report(rank)
@@ -149,6 +147,22 @@ def stop(signum):
             sys.stdout.flush()
     finally:
         os._exit(128 + int(signum))
+
+
+#: (order, callable) pairs that :func:`stop` runs, lowest order first; see :func:`on_stop`.
+_cleanups = []
+
+
+def on_stop(cleanup, order):
+    """Have :func:`stop` call *cleanup* (lowest *order* first) before the process ends.
+
+    The modules that own what must go register here (:mod:`.mpi` its abort clean-ups,
+    :mod:`.outputs` its pending temporaries), so this module imports neither of them.
+    *cleanup* takes no arguments, never raises and returns two bools: whether it removed
+    something, and whether it had anything registered to remove.
+    """
+    if all(existing is not cleanup for _, existing in _cleanups):
+        _cleanups.append((order, cleanup))
 
 
 def settle():

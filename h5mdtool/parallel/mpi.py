@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .errors import H5mdToolError, RemoteRankError, StackError, mark_collective
+from .interrupts import on_stop, settle
 
 #: Environment variables set by MPI launchers (Open MPI, MPICH/Hydra, Intel MPI, PMIx, Slurm).
 LAUNCHER_VARIABLES = (
@@ -218,7 +219,7 @@ def cleanup_on_abort(callback):
     """Run *callback* if the block fails, the job aborts or a signal stops it in the block.
 
     *callback* takes no arguments, must be idempotent and safe to run from another thread
-    (the signal watcher of :mod:`h5mdtool.interrupts`) and on several ranks at once, and
+    (the signal watcher of :mod:`h5mdtool.parallel.interrupts`) and on several ranks at once, and
     returns true when it removed something.
 
     The callback runs before an exception leaves the block, so it also runs when the
@@ -252,6 +253,9 @@ def run_abort_cleanups():
     return removed, bool(callbacks)
 
 
+on_stop(run_abort_cleanups, order=0)
+
+
 def describe(error):
     """One line describing *error* for the user."""
     if isinstance(error, H5mdToolError):
@@ -266,8 +270,6 @@ def debug_enabled():
 
 def abort(comm, error):
     """Report *error* with this rank's number, clean up, and end every rank of the job."""
-    from .interrupts import settle
-
     settle()  # after a signal, the signal is the news (the command line handles it)
     sys.stderr.write(f"error: rank {comm.rank}: {describe(error)}\n")
     if debug_enabled():

@@ -1,7 +1,7 @@
 """Safe outputs: refuse to clobber, write under a temporary name, publish by rename.
 
 Temporaries are hidden names in the directory of the output (so publishing is a rename on
-one file system). They are removed on failure and on signals (:mod:`h5mdtool.interrupts`);
+one file system). They are removed on failure and on signals (:mod:`h5mdtool.parallel.interrupts`);
 publishing and creating them hold the interrupt lock, so a signal never leaves one behind
 nor publishes a half-cleaned one.
 """
@@ -18,7 +18,7 @@ import sys
 import uuid
 
 from .errors import OutputError
-from .interrupts import exclusive
+from .interrupts import exclusive, on_stop
 
 
 def _same_file(a, b):
@@ -284,6 +284,9 @@ def remove_pending_temporaries():
     return claimed, bool(names)
 
 
+on_stop(remove_pending_temporaries, order=1)
+
+
 #: Suffix of a temporary claimed for removal by one process (followed by its id).
 CLAIMED = ".removing-"
 #: Longest suffix :func:`remove_quietly` appends: CLAIMED, a process id, "-", 6 hex digits.
@@ -334,7 +337,7 @@ def publish(temporary, final):
 
     Raises
     ------
-    h5mdtool.interrupts.Interrupted
+    h5mdtool.parallel.interrupts.Interrupted
         If a signal was received: nothing is published then.
     """
     with exclusive():
@@ -356,7 +359,7 @@ def publish_into(temporary, directory, names, replace=False):
     OutputError
         If the files cannot be moved (for example because another rank, stopped by a
         signal, removed *temporary*).
-    h5mdtool.interrupts.Interrupted
+    h5mdtool.parallel.interrupts.Interrupted
         If a signal was received: nothing is published then.
     """
     directory = os.path.abspath(directory)
@@ -474,22 +477,22 @@ def preallocate(path, nbytes, label=None):
     finally:
         os.close(descriptor)
     if failure in NO_ROOM:
-        from .lint import human
+        from .sizes import human_bytes
 
-        raise OutputError(f"{label or path}: cannot reserve the {human(nbytes)} it needs ({os.strerror(failure)}; "
+        raise OutputError(f"{label or path}: cannot reserve the {human_bytes(nbytes)} it needs ({os.strerror(failure)}; "
                           f"{free_space(path)} free on its file system)")
     return False
 
 
 def free_space(path):
     """Space left to an unprivileged user on the file system of *path*, for messages ("?" if unknown)."""
-    from .lint import human
+    from .sizes import human_bytes
 
     try:
         usage = os.statvfs(os.path.dirname(os.path.abspath(path)))
     except OSError:
         return "?"
-    return human(usage.f_bavail * usage.f_frsize)
+    return human_bytes(usage.f_bavail * usage.f_frsize)
 
 
 def is_write_failure(error):

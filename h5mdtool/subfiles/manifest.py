@@ -19,7 +19,7 @@ Format (versions 1 and 2 are read)::
 
 Parts tile the frames: listed by ``start``, the first starts at 0, each starts where the
 previous stopped, the last stops at ``n_frames``. Every way a manifest can break this has
-its own rule id (``MAN001``-``MAN015``, :data:`h5mdtool.findings.RULES`):
+its own rule id (``MAN001``-``MAN015``, :data:`h5mdtool.check.findings.RULES`):
 :func:`document_problems` lists them from the document alone, :func:`part_problems` from
 the part files; :func:`read_manifest` refuses a manifest with one line naming the first.
 """
@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import InputError
-from .h5access import check_regular_file
+from ..formats.base import check_regular_file
+from ..parallel.errors import InputError
 
 MANIFEST_VERSION = 1
 #: Versions this h5mdtool reads.
@@ -352,7 +352,7 @@ def scan_part(path, near_step=None):
     InputError
         If the part cannot be read.
     """
-    from .formats import TrajectoryIndex, TrajectoryReader, scan_segment
+    from ..formats import TrajectoryIndex, TrajectoryReader, scan_segment
 
     segment = scan_segment(path, near_step=near_step)
     index = TrajectoryIndex([segment])

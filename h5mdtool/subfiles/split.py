@@ -24,21 +24,22 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .convert import ConvertPlan, choose_split_xyz, write_h5md_file
-from .errors import InputError, OutputError, UsageError
-from .interrupts import exclusive
-from .layout import Layout
+from ..conversion.atomselect import resolve_atoms
+from ..conversion.convert import ConvertPlan, choose_split_xyz, write_h5md_file
+from ..formats import check_trajectory, detect_format, scan
+from ..formats.frametimes import check_one_selection, describe_frames, select_trajectory_frames
+from ..h5md.layout import Layout
+from ..h5md.provenance import base_record
+from ..h5md.topology import carries_topology, load_topology, write_topology
+from ..parallel.errors import InputError, OutputError, UsageError
+from ..parallel.interrupts import exclusive
+from ..parallel.mpi import SerialComm, agree, balanced_slices, capture_errors, cleanup_on_abort, entry_point, root_call
+from ..parallel.outputs import (
+    check_output_directory, hidden_directory_inside, preallocate, publish_into, remove_quietly, write_failures_reported
+)
+from ..parallel.progress import progress_bar
+from ..parallel.testhooks import delay
 from .manifest import MANIFEST_KIND, MANIFEST_NAME, write_manifest
-from .mpi import SerialComm, agree, balanced_slices, capture_errors, cleanup_on_abort, entry_point, root_call
-from .outputs import (check_output_directory, hidden_directory_inside, preallocate, publish_into, remove_quietly,
-                      write_failures_reported)
-from .progress import progress_bar
-from .provenance import base_record
-from .atomselect import resolve_atoms
-from .formats import check_trajectory, detect_format, scan
-from .frametimes import check_one_selection, describe_frames, select_trajectory_frames
-from .topology import carries_topology, load_topology, write_topology
-from .testhooks import delay
 
 #: Version of the manifest this module writes (2: parts carry their first and last step and
 #: time, and the manifest lists what was dropped).
@@ -419,7 +420,7 @@ def _write_h5md_part(path, plan, number, label):
     write_h5md_file(path, part_plan, comm=SerialComm(), bar=_Silent(), label=label)
     segments = plan.index.segments
     if len(segments) == 1 and segments[0].format == "H5MD":
-        from .relayout import carry_over
+        from ..conversion.relayout import carry_over
 
         # what convert carries over, reduced to the part's frames (observables, species...)
         carry_over(segments[0].path, path, segments[0].details["group"], steps=plan.index.step[frames],
@@ -474,7 +475,7 @@ def _create_directories(plan):
 def _discard(plan):
     """Clean-up on failure or signal, on any rank, any number of times: remove the temporary,
     and the output directory when this run created it and it is still empty. True when this
-    call claimed the temporary (see :func:`h5mdtool.outputs.remove_quietly`)."""
+    call claimed the temporary (see :func:`h5mdtool.parallel.outputs.remove_quietly`)."""
     claimed = remove_quietly(plan.temporary)
     if not plan.output_existed:
         with contextlib.suppress(OSError):
@@ -569,10 +570,10 @@ def split(inputs, outdir, nparts, *, comm=None, format="same", start=None, stop=
         Split only these frames, with Python slice semantics over the whole trajectory.
     begin, end, dt : float, optional
         Split only the frames picked by time in ps, as ``gmx trjconv -b -e -dt`` (see
-        :mod:`h5mdtool.frametimes`); not with *start*, *stop*, *step*. The parts keep the
+        :mod:`h5mdtool.formats.frametimes`); not with *start*, *stop*, *step*. The parts keep the
         source's steps and times; the manifest numbers the frames split from 0.
     topology, select, index_file, atom_indices_file : str, optional
-        H5MD parts only: the atoms to keep, as for :func:`h5mdtool.convert.convert`
+        H5MD parts only: the atoms to keep, as for :func:`h5mdtool.conversion.convert.convert`
         (*select* an MDAnalysis selection, or a group of the GROMACS index file
         *index_file*; or *atom_indices_file*); with *topology* each part stores it.
     on_overlap : {"error", "later", "first"}
@@ -586,7 +587,7 @@ def split(inputs, outdir, nparts, *, comm=None, format="same", start=None, stop=
     progress : bool, optional
         Progress bar on rank 0 (default: when standard error is a terminal).
     chunk_frames, contiguous, compression, compression_level, shuffle, split_xyz, precision, velocity_precision, force_precision
-        Layout of H5MD parts (see :class:`h5mdtool.layout.Layout`); None for the default.
+        Layout of H5MD parts (see :class:`h5mdtool.h5md.layout.Layout`); None for the default.
     velocities, forces : bool, optional
         H5MD parts: write TRR/H5MD velocities and forces when present (default True).
     command : str, optional

@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from conftest import ROOT
 from benchcheck import check_report, every_report_adds_up, mdanalysis_rmsd  # noqa: F401 - autouse fixture
 from h5mdtool import bench_rmsd, convert, split
-from h5mdtool.bench import advice
-from h5mdtool.cli import cli
-from h5mdtool.errors import H5mdToolError, InputError, UsageError
+from h5mdtool.bench.runner import advice
+from h5mdtool.cli.main import cli
+from h5mdtool.parallel.errors import H5mdToolError, InputError, UsageError
 
 
 @pytest.fixture(scope="module")
@@ -230,7 +231,7 @@ def test_six_parts_each_opened_by_one_rank(comm, shared_tmp, adk, adk_reference,
 
 
 def test_parts_shared_when_ranks_do_not_divide_them():
-    from h5mdtool.partition import partition_frames
+    from h5mdtool.bench.partition import partition_frames
 
     edges = [0, 17, 34, 50, 66, 82, 98]
     assert partition_frames(np.arange(98), 4, part_edges=edges).shared_units == 2
@@ -295,7 +296,7 @@ def test_errors(tmp_path, adk, solvated):
         bench_rmsd(str(outdir / "manifest.json"), adk[0])
 
 
-CRASH_DATA = os.path.join(os.path.dirname(__file__), "differential", "data")
+CRASH_DATA = os.path.join(ROOT, "tests", "differential", "data")
 
 
 @pytest.mark.parametrize("case", ["selection", "missing part", "ref frame", "bench-ref-frame-out-of-range-crash"])
@@ -406,7 +407,7 @@ def test_opening_parts_is_init_traj_not_io(tmp_path, adk, monkeypatch, engine):
     """A part's open (and, for the frames engine, its Universe's topology parse) is t_init_traj."""
     import time
 
-    from h5mdtool import frames
+    from h5mdtool.bench import frames
 
     split(adk[1], str(tmp_path / "parts"), 4, progress=False)
     slow = {"blocks": "_part_source", "frames": "MDAnalysisFrames._open"}[engine]
@@ -530,7 +531,7 @@ def test_frames_engine_closes_the_shared_file_when_another_rank_failed(comm, sha
     another rank failed (they get a RemoteRankError), in step with the failing ranks."""
     if comm.size < 2:
         pytest.skip("needs a rank that fails while the others open the file")
-    from h5mdtool.frames import MDAnalysisFrames
+    from h5mdtool.bench.frames import MDAnalysisFrames
 
     path = os.path.join(shared_tmp, "adk.h5md")
     convert(adk[1], path, topology=adk[0], comm=comm, progress=False)

@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from conftest import ROOT
 from benchcheck import check_report, every_report_adds_up, mdanalysis_rmsd  # noqa: F401 - autouse fixture
 from h5mdtool import bench_rmsd, convert, split
-from h5mdtool.cli import cli
-from h5mdtool.errors import InputError, UsageError
-from h5mdtool.ndx import read_index, write_index
+from h5mdtool.cli.main import cli
+from h5mdtool.parallel.errors import InputError, UsageError
+from h5mdtool.formats.ndx import read_index, write_index
 
 
 def close(result, reference, tolerance=1e-4):
@@ -186,7 +187,7 @@ def test_bench_frames_engine_qcp_nan_two_atom_fit_is_zero_at_the_reference(adk, 
 def test_bench_frames_engine_qcp_far_atoms_zero_at_the_reference():
     # the differential harness's case: two atoms 9000 A apart, where MDAnalysis's QCP gives
     # 0.52 A for the reference frame itself (an absolute threshold of 0.01 A missed it)
-    data = os.path.join(os.path.dirname(__file__), "differential", "data")
+    data = os.path.join(ROOT, "tests", "differential", "data")
     xtc, pdb = (os.path.join(data, "bench-qcp-far-atoms." + ext) for ext in ("xtc", "pdb"))
     reference = mdanalysis_rmsd(pdb, xtc, select="name CA or name C")
     assert reference[0, 2] > 0.1  # MDAnalysis's own value, unresolved
@@ -221,7 +222,7 @@ def test_strided_frames_on_chunked_h5md_follow_chunks(adk, adk_h5md):
 
 def test_time_selection_like_gmx(tmp_path, adk, adk_segments):
     """-b/-e/--dt pick frames by time (ps); the times come from the XTC frame headers."""
-    from h5mdtool.frametimes import select_by_time
+    from h5mdtool.formats.frametimes import select_by_time
 
     whole = adk_segments["whole"]  # times 0, 2, 4, ... ps
     times = np.array([ts.time for ts in mda.Universe(adk[0], whole).trajectory])
@@ -241,7 +242,7 @@ def test_time_selection_like_gmx(tmp_path, adk, adk_segments):
 
 
 def test_frame_times_from_headers_equal_mdanalysis(tmp_path, adk, solvated, adk_h5md):
-    from h5mdtool.bench_input import frame_times, inspect_input
+    from h5mdtool.bench.inputs import frame_times, inspect_input
 
     for path, topology in ((solvated["XTC"], solvated["topology"]), (solvated["TRR"], solvated["topology"]),
                            (adk[1], adk[0]), (adk_h5md, adk[0])):
@@ -474,7 +475,7 @@ def test_blocks_engine_runs_blas_on_one_thread(adk, monkeypatch):
     restored afterwards and the RMSDs are unchanged."""
     from threadpoolctl import threadpool_info
 
-    from h5mdtool import bench_engines
+    from h5mdtool.bench import engines as bench_engines
 
     def blas_threads():
         return {(info["filepath"], info["num_threads"]) for info in threadpool_info() if info["user_api"] == "blas"}
@@ -519,7 +520,7 @@ def test_bench_frames_engine_qcp_smallest_root():
     # make fuzz case 1253: two C-alpha atoms 100 A apart, where MDAnalysis's QCP lands on the
     # key matrix's smallest eigenvalue and reports 101.8 A for the reference frame itself.
     # Both engines give the optimal superposition's RMSD (SVD/Kabsch, computed here in float64).
-    data = os.path.join(os.path.dirname(__file__), "differential", "data")
+    data = os.path.join(ROOT, "tests", "differential", "data")
     trz, pdb = (os.path.join(data, "bench-qcp-smallest-root." + ext) for ext in ("trz", "pdb"))
     reference = mdanalysis_rmsd(pdb, trz, select="name CA")
     assert reference[0, 2] > 100  # MDAnalysis's own value
@@ -578,7 +579,7 @@ def test_bench_frames_engine_reports_the_scanned_times():
     # for 250000 fs). Both engines now report the times of h5mdtool's scan, in float64.
     import h5py
 
-    data = os.path.join(os.path.dirname(__file__), "differential", "data")
+    data = os.path.join(ROOT, "tests", "differential", "data")
     h5md, pdb = (os.path.join(data, "bench-time-fs." + ext) for ext in ("h5md", "pdb"))
     with h5py.File(h5md, "r") as handle:
         time = handle["particles/trajectory/position/time"]

@@ -18,7 +18,7 @@ import pytest
 
 from benchcheck import every_report_adds_up  # noqa: F401 - autouse fixture
 from h5mdtool import bench_rmsd
-from h5mdtool.ndx import write_index
+from h5mdtool.formats.ndx import write_index
 
 pytestmark = pytest.mark.skipif(shutil.which("gmx") is None,
                                 reason="GROMACS (gmx) is not installed: apt-get install gromacs (tools/install.sh does)")

@@ -12,10 +12,10 @@ from click.testing import CliRunner
 
 from benchcheck import check_adds_up, every_report_adds_up  # noqa: F401 - autouse fixture
 from h5mdtool import bench_report, bench_rmsd, convert
-from h5mdtool.bench import summarise
-from h5mdtool.cli import cli
-from h5mdtool.errors import InputError, UsageError
-from h5mdtool.timing import PHASES
+from h5mdtool.bench.runner import summarise
+from h5mdtool.cli.main import cli
+from h5mdtool.parallel.errors import InputError, UsageError
+from h5mdtool.bench.timing import PHASES
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +206,7 @@ def test_layouts_refuse_other_analyses_and_a_single_input(layout_reports):
 
 @pytest.mark.parametrize("n_ranks", [1, 3, 96])
 def test_rank_plots(tmp_path, template, n_ranks):
-    from h5mdtool.plots import plot_ranks, rmsd_title
+    from h5mdtool.bench.plots import plot_ranks, rmsd_title
 
     report = synthetic(template, n_ranks, slow=(1, 40) if n_ranks > 1 else ())
     path = tmp_path / f"ranks-{n_ranks}.png"

@@ -11,8 +11,8 @@ import warnings
 import numpy as np
 import pytest
 
-from h5mdtool.bench_engines import block_edges
-from h5mdtool.rmsd import centred, rmsd_to_reference
+from h5mdtool.bench.engines import block_edges
+from h5mdtool.bench.rmsd import centred, rmsd_to_reference
 
 
 def mdanalysis(frames, reference):
@@ -157,7 +157,7 @@ def explicit_weighted(frames, fit, reference, weights, groups=()):
 
 
 def test_weighted_fit_and_groups_equal_explicit_superposition():
-    from h5mdtool.rmsd import fit_rmsd, group_rmsd, normalised_weights
+    from h5mdtool.bench.rmsd import fit_rmsd, group_rmsd, normalised_weights
 
     rng = np.random.default_rng(7)
     n = 60

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from h5mdtool import convert, validate
-from h5mdtool.compare import compare_with_source
+from h5mdtool.check.compare import compare_with_source
 
 TRAJ = "particles/trajectory"
 N_ATOMS = 40

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 import foreign
 from conftest import ROOT
 from h5mdtool import info
-from h5mdtool.cli import cli
-from h5mdtool.validate import validate_file
+from h5mdtool.cli.main import cli
+from h5mdtool.check.validate import validate_file
 
 TRAJ = "particles/trajectory"
 #: MDAnalysisTests' cu.h5md (ZnH5MD, particle group 'atoms'), beside H5MD_xvf.

@@ -174,7 +174,7 @@ def test_info_stripe_alignment_is_not_quadratic(tmp_path):
 def test_hdf5_hang_is_stopped_under_mpi(comm, shared_tmp, adk, monkeypatch):
     """Under mpirun the file is read in a fresh interpreter (fork and exec), stopped the same way."""
     from h5mdtool import info, validate
-    from h5mdtool.errors import InputError
+    from h5mdtool.parallel.errors import InputError
 
     source = os.path.join(shared_tmp, "source.h5md")
     convert(adk[1], source, comm=comm, progress=False, stop=3)

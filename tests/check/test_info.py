@@ -10,9 +10,9 @@ from click.testing import CliRunner
 
 from conftest import run_h5mdtool
 from h5mdtool import convert, info
-from h5mdtool.cli import cli
-from h5mdtool.errors import UnreadableError
-from h5mdtool.lint import one_frame_read
+from h5mdtool.cli.main import cli
+from h5mdtool.parallel.errors import UnreadableError
+from h5mdtool.check.lint import one_frame_read
 
 TRAJ = "particles/trajectory"
 
@@ -83,7 +83,7 @@ def test_info_names_plugin_filters_and_keeps_them_in_a_fix(tmp_path, adk, compre
         value = handle[f"{TRAJ}/position/value"]
         data, attrs = value[:], dict(value.attrs)
         del handle[f"{TRAJ}/position/value"]
-        from h5mdtool.codecs import codec
+        from h5mdtool.h5md.codecs import codec
         import hdf5plugin  # noqa: F401
         options = codec(compression)
         dataset = handle.create_dataset(f"{TRAJ}/position/value", data=data, chunks=(8, 100, 3),

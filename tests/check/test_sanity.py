@@ -8,10 +8,10 @@ import pytest
 from click.testing import CliRunner
 
 from h5mdtool import convert
-from h5mdtool.cli import cli
-from h5mdtool.h5access import storage
-from h5mdtool.sanity import Extremes, block_plan, frame_ranges
-from h5mdtool.validate import validate_file
+from h5mdtool.cli.main import cli
+from h5mdtool.check.h5access import storage
+from h5mdtool.check.sanity import Extremes, block_plan, frame_ranges
+from h5mdtool.check.validate import validate_file
 
 TRAJ = "particles/trajectory"
 POSITION = f"{TRAJ}/position/value"

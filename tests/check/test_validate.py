@@ -13,11 +13,11 @@ from click.testing import CliRunner
 
 from conftest import ROOT, run_h5mdtool
 from h5mdtool import convert, split, validate
-from h5mdtool.cli import cli
-from h5mdtool.errors import UnreadableError
-from h5mdtool.findings import RULES
-from h5mdtool.scripts.validate import expand_greedy
-from h5mdtool.validate import _mdanalysis_read, unit_string_problem, validate_file, validate_manifest
+from h5mdtool.cli.main import cli
+from h5mdtool.parallel.errors import UnreadableError
+from h5mdtool.check.findings import RULES
+from h5mdtool.cli.validate import expand_greedy
+from h5mdtool.check.validate import _mdanalysis_read, unit_string_problem, validate_file, validate_manifest
 
 TRAJ = "particles/trajectory"
 
@@ -329,7 +329,7 @@ def _crash():
 def test_hdf5_crash_is_contained(tmp_path, good):
     import signal
 
-    from h5mdtool.h5access import isolated
+    from h5mdtool.check.h5access import isolated
 
     assert isolated(_crash) == ("crash", signal.SIGSEGV)
     assert isolated(divmod, 7, 2) == ("ok", (3, 1))
@@ -479,7 +479,7 @@ def test_mdanalysis_read_check_detects_what_rules_miss(tmp_path, good):
 
 @pytest.mark.mpi
 def test_mdanalysis_reads_through_mpio(comm, shared_tmp, solvated):
-    from h5mdtool.validate import _mpi_self
+    from h5mdtool.check.validate import _mpi_self
 
     path = os.path.join(shared_tmp, "mpio.h5md")
     convert(solvated["XTC"], path, comm=comm, progress=False, stop=3)
@@ -499,7 +499,7 @@ def test_mdanalysis_reads_through_mpio(comm, shared_tmp, solvated):
 @pytest.mark.mpi
 @pytest.mark.parametrize("fmt", ["XTC", "TRR", "DCD"])
 def test_against_catches_one_changed_coordinate(comm, shared_tmp, solvated, adk, fmt):
-    from h5mdtool.compare import compare_with_source
+    from h5mdtool.check.compare import compare_with_source
 
     source = adk[1] if fmt == "DCD" else solvated[fmt]
     path = os.path.join(shared_tmp, "copy.h5md")
@@ -527,7 +527,7 @@ def test_against_catches_one_changed_coordinate(comm, shared_tmp, solvated, adk,
 
 @pytest.mark.mpi
 def test_against_reports_step_time_box_and_velocities(comm, shared_tmp, solvated):
-    from h5mdtool.compare import compare_with_source
+    from h5mdtool.check.compare import compare_with_source
 
     path = os.path.join(shared_tmp, "copy.h5md")
     convert(solvated["TRR"], path, comm=comm, progress=False)
@@ -546,7 +546,7 @@ def test_against_reports_step_time_box_and_velocities(comm, shared_tmp, solvated
 
 
 def test_against_lossy_file_uses_its_precision(tmp_path, adk):
-    from h5mdtool.compare import compare_with_source
+    from h5mdtool.check.compare import compare_with_source
 
     path = str(tmp_path / "lossy.h5md")
     convert(adk[1], path, precision=0.01, compression="gzip", progress=False)

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import ROOT, run_h5mdtool, write_xtc
-from h5mdtool.cli import cli
+from h5mdtool.cli.main import cli
 
 OPTIONS = [
     "--output", "--topology", "--select", "--start", "--stop", "--step", "--velocities",
@@ -119,7 +119,7 @@ def test_output_directory_missing(tmp_path, adk):
 def test_longest_output_names_are_written(tmp_path, adk, name):
     """An output name the file system accepts (up to 255 bytes) must not fail as a temporary,
     which adds a hidden prefix and a unique suffix to it; interrupted, it is still removed."""
-    from h5mdtool import outputs
+    from h5mdtool.parallel import outputs
 
     output = tmp_path / name
     result = invoke("convert", adk[1], "-o", str(output), "--stop", "3", "--no-progress")
@@ -261,8 +261,8 @@ def test_unexpected_error_on_one_rank_aborts_job(tmp_path):
 def test_parallel_run_needs_parallel_h5py(monkeypatch):
     import h5py
 
-    from h5mdtool.errors import StackError
-    from h5mdtool.mpi import require_parallel_h5py
+    from h5mdtool.parallel.errors import StackError
+    from h5mdtool.parallel.mpi import require_parallel_h5py
 
     class TwoRanks:
         rank, size = 0, 2

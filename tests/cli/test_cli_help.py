@@ -1,6 +1,6 @@
 """The help of every level of the command line is printed once under mpirun (rank 0 only).
 
-:class:`h5mdtool.cli.RankZeroHelp` makes the other ranks end quietly; without it each rank
+:class:`h5mdtool.cli.main.RankZeroHelp` makes the other ranks end quietly; without it each rank
 printed the whole help.
 """
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from h5mdtool import convert
-from h5mdtool.append import append
-from h5mdtool.errors import InputError, OverlapError
-from h5mdtool.validate import validate_file
+from h5mdtool.conversion.append import append
+from h5mdtool.parallel.errors import InputError, OverlapError
+from h5mdtool.check.validate import validate_file
 
 from conftest import MPIRUN, ROOT, run_h5mdtool, write_xtc
 
@@ -90,7 +90,7 @@ def test_a_file_converted_by_one_process_grows_on_any_number_of_ranks(comm, shar
     appending under mpirun to a file converted by one process never worked. Every chunked
     uncompressed dataset is now allocated early; the data survive it (MDAnalysis reads the
     sources; one chunk of 37 frames is 1.5 MB, larger than HDF5's 1 MiB chunk cache)."""
-    from h5mdtool.mpi import SerialComm
+    from h5mdtool.parallel.mpi import SerialComm
 
     from formats_oracle import compare_output, source_frames
 
@@ -115,7 +115,7 @@ def test_a_file_converted_by_one_process_grows_on_any_number_of_ranks(comm, shar
 def test_an_old_serial_file_is_refused_by_a_parallel_append_before_anything_is_done(comm, shared_tmp, segments):
     """A file converted serially before early allocation: one clear line naming what to do,
     the file untouched, no lock or temporary left; one process appends to it."""
-    from h5mdtool.mpi import SerialComm
+    from h5mdtool.parallel.mpi import SerialComm
 
     grown = os.path.join(shared_tmp, "old.h5md")
     if comm.rank == 0:

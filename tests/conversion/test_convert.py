@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from h5mdtool import convert
-from h5mdtool.errors import InputError, OutputError, OverlapError, UsageError
-from h5mdtool.writer import read_provenance
-from h5mdtool.mpi import SerialComm
+from h5mdtool.parallel.errors import InputError, OutputError, OverlapError, UsageError
+from h5mdtool.h5md.writer import read_provenance
+from h5mdtool.parallel.mpi import SerialComm
 
 
 def assert_same_trajectory(source, written, exact=True, steps=None):
@@ -148,7 +148,7 @@ def test_segments_concatenate(comm, shared_tmp, adk_segments, block_bytes):
 @pytest.mark.mpi
 def test_default_block_size_by_rank_count(comm, shared_tmp, adk_segments):
     """32 MiB blocks on one rank, 2 MiB per rank on several; the frames come back intact."""
-    from h5mdtool.convert import default_block_bytes
+    from h5mdtool.conversion.convert import default_block_bytes
 
     output = os.path.join(shared_tmp, "blocks.h5md")
     summary = convert(adk_segments["whole"], output, comm=comm, progress=False, compression="zstd", chunk_frames=5)
@@ -175,7 +175,7 @@ def test_compressed_writes_give_way_to_decoding_on_several_ranks(comm, shared_tm
     caller's priority is unchanged after; the frames come back intact."""
     import threading
 
-    from h5mdtool.writer import TrajectoryWriter
+    from h5mdtool.h5md.writer import TrajectoryWriter
 
     caller = threading.get_native_id()
     nice_before = _nice()
@@ -203,7 +203,7 @@ def test_compressed_writes_give_way_to_decoding_on_several_ranks(comm, shared_tm
 
 @pytest.mark.mpi
 def test_giving_way_to_workers_returns_and_raises(comm):
-    from h5mdtool.mpi import call_giving_way_to_workers
+    from h5mdtool.parallel.mpi import call_giving_way_to_workers
 
     assert call_giving_way_to_workers(lambda: comm.allreduce(comm.rank + 1), comm) == comm.size * (comm.size + 1) // 2
     with pytest.raises(ZeroDivisionError):
@@ -515,7 +515,7 @@ def test_trr_with_forces(comm, shared_tmp, adk_frames):
 
 
 def test_preallocate_reserves_without_garbage(tmp_path, adk):
-    from h5mdtool.outputs import preallocate
+    from h5mdtool.parallel.outputs import preallocate
 
     path = tmp_path / "space"
     path.write_bytes(b"")

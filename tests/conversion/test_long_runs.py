@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from h5mdtool import compare_with_source, convert, split
-from h5mdtool.errors import InputError, OverlapError
+from h5mdtool.parallel.errors import InputError, OverlapError
 from h5mdtool.formats import scan
 from h5mdtool.formats.base import STEP_MODULUS, unwrap_steps
-from h5mdtool.validate import validate_manifest
+from h5mdtool.check.validate import validate_manifest
 
 from conftest import run_h5mdtool
 from formats_oracle import compare_output, source_frames
@@ -171,7 +171,7 @@ def test_append_continues_the_steps_of_the_file(comm, shared_tmp, positions):
         _write(paths[0], "xtc", steps[:4], positions[:4])
         _write(paths[1], "xtc", steps[4:], positions[4:])
     comm.Barrier()
-    from h5mdtool.append import append
+    from h5mdtool.conversion.append import append
 
     target = os.path.join(shared_tmp, "grown.h5md")
     convert(paths[0], target, comm=comm, progress=False, compression="zstd", chunk_frames=3)

@@ -81,7 +81,7 @@ def _limit_descriptors():
 
 
 def test_a_hundred_segments_under_a_descriptor_limit_of_64(tmp_path, adk, adk_frames):
-    from h5mdtool.mpi import SerialComm
+    from h5mdtool.parallel.mpi import SerialComm
 
     paths = _segments(SerialComm(), str(tmp_path / "segments"), adk_frames, 1)
     assert len(paths) == 98

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from h5mdtool import convert
-from h5mdtool.errors import InputError
-from h5mdtool.writer import read_provenance
+from h5mdtool.parallel.errors import InputError
+from h5mdtool.h5md.writer import read_provenance
 
 
 @pytest.fixture(scope="session")

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from h5mdtool import convert, split
-from h5mdtool.append import append
-from h5mdtool.errors import InputError, OverlapError
+from h5mdtool.conversion.append import append
+from h5mdtool.parallel.errors import InputError, OverlapError
 
 from conftest import run_h5mdtool
 from formats_oracle import compare_output, source_frames

@@ -60,7 +60,7 @@ def read_output(path, group_name="trajectory"):
     """Everything the checks need from an H5MD file h5mdtool wrote."""
     import h5py
 
-    from h5mdtool.codecs import register_plugins
+    from h5mdtool.h5md.codecs import register_plugins
 
     register_plugins()  # hdf5plugin's filters, whatever this process read before
     with h5py.File(path, "r") as handle:

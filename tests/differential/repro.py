@@ -6,7 +6,7 @@ failures with the reproduction lines; the inputs stay in the kept directory it p
 Without NAME it runs all of them; a category whose case passes is reported as fixed.
 The bench crash with an out-of-range reference frame depended on the XTC's bytes: its
 input, tests/differential/data/bench-ref-frame-crash.xtc, is a regression test of
-tests/test_bench.py.
+tests/bench/test_bench.py.
 """
 
 import shutil

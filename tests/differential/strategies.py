@@ -34,7 +34,7 @@ LAMMPS_DELTAS_FS = (1.0, 2.0, 0.5)
 
 def cli_compressions():
     """The compressions the command line offers (new filters are fuzzed as soon as they exist)."""
-    from h5mdtool.scripts.convert import command
+    from h5mdtool.cli.convert import command
 
     for parameter in command.params:
         if parameter.name == "compression":

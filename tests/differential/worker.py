@@ -42,7 +42,7 @@ def _json_default(value):
 
 def controller_alive():
     """False once the controller that started the pool is gone (then the worker ends)."""
-    from h5mdtool.outputs import process_alive
+    from h5mdtool.parallel.outputs import process_alive
 
     pid = int(os.environ.get("DIFF_CONTROLLER_PID", "0") or 0)
     return pid <= 0 or process_alive(pid)
@@ -66,7 +66,7 @@ def wait_for(path, poll=0.002, longest=0.05):
 def execute(request, comm):
     """Run one API call of h5mdtool; return its outcome as a JSON-ready dict."""
     import h5mdtool
-    from h5mdtool.errors import H5mdToolError
+    from h5mdtool.parallel.errors import H5mdToolError
 
     function = getattr(h5mdtool, request["function"])
     started = time.perf_counter()

@@ -122,7 +122,7 @@ def test_registry_names_extensions_and_override(tmp_path):
 def test_cli_format_override_and_help(tmp_path):
     from click.testing import CliRunner
 
-    from h5mdtool.cli import cli
+    from h5mdtool.cli.main import cli
 
     odd = tmp_path / "run.bin"
     odd.write_bytes(open(data.TRZ, "rb").read())

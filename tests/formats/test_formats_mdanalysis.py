@@ -11,7 +11,7 @@ import pytest
 from MDAnalysisTests import datafiles as data
 
 from h5mdtool import convert
-from h5mdtool.errors import InputError
+from h5mdtool.parallel.errors import InputError
 from h5mdtool.formats import scan
 
 from conftest import run_h5mdtool
@@ -297,8 +297,8 @@ def test_bench_rmsd_lammps_dcd_with_format(comm, shared_tmp, engine):
 
 def test_bench_format_refused_for_a_manifest_and_validate_format_without_source(tmp_path):
     from h5mdtool import validate
-    from h5mdtool.bench_input import inspect_input
-    from h5mdtool.errors import UsageError
+    from h5mdtool.bench.inputs import inspect_input
+    from h5mdtool.parallel.errors import UsageError
 
     with pytest.raises(UsageError, match="--against-format names the format of the --against source"):
         validate([str(tmp_path / "x.h5md")], against_format="LAMMPS")

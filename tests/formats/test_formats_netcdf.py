@@ -13,7 +13,7 @@ from MDAnalysisTests import datafiles as data
 from scipy.io import netcdf_file
 
 from h5mdtool import convert
-from h5mdtool.errors import InputError
+from h5mdtool.parallel.errors import InputError
 from h5mdtool.formats import TrajectoryReader, scan
 
 from conftest import run_h5mdtool

@@ -11,7 +11,7 @@ import pytest
 from MDAnalysisTests import datafiles as data
 
 from h5mdtool import convert
-from h5mdtool.errors import InputError
+from h5mdtool.parallel.errors import InputError
 from h5mdtool.formats import scan
 from h5mdtool.formats.tng import FIXED, _strings
 

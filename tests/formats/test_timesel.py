@@ -23,11 +23,11 @@ from hypothesis import strategies as st
 from conftest import run_h5mdtool, write_xtc
 from differential.oracle import Refusal, select_times
 from h5mdtool import convert, split
-from h5mdtool.cli import cli
-from h5mdtool.errors import InputError, UsageError
-from h5mdtool.frametimes import select_by_time
-from h5mdtool.manifest import read_manifest
-from h5mdtool.ndx import write_index
+from h5mdtool.cli.main import cli
+from h5mdtool.parallel.errors import InputError, UsageError
+from h5mdtool.formats.frametimes import select_by_time
+from h5mdtool.subfiles.manifest import read_manifest
+from h5mdtool.formats.ndx import write_index
 
 GMX = shutil.which("gmx")
 

@@ -1,6 +1,6 @@
 """Chunks compressed in h5mdtool's threads and stored with HDF5's direct chunk write (issue 13, item 5).
 
-The oracle is HDF5 itself (its filters decoding what :mod:`h5mdtool.chunkcodec` encoded) and
+The oracle is HDF5 itself (its filters decoding what :mod:`h5mdtool.h5md.chunkcodec` encoded) and
 MDAnalysis reading the source trajectory. Shapes cover one frame, one chunk holding every
 frame, many chunks with a partial last one, and ranks without frames (mpi-marked tests also
 run on 2 and 3 ranks).
@@ -16,11 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from h5mdtool import convert
-from h5mdtool.chunkcodec import FilterPipeline, UnsupportedPipeline
-from h5mdtool.chunkwriter import encoding_threads
-from h5mdtool.mpi import SerialComm, threads_per_rank
-from h5mdtool.codecs import codec
-from h5mdtool.errors import OutputError
+from h5mdtool.h5md.chunkcodec import FilterPipeline, UnsupportedPipeline
+from h5mdtool.h5md.chunkwriter import encoding_threads
+from h5mdtool.parallel.mpi import SerialComm, threads_per_rank
+from h5mdtool.h5md.codecs import codec
+from h5mdtool.parallel.errors import OutputError
 
 TRAJ = "particles/trajectory"
 CODECS = ["gzip", "zstd", "lz4", "blosc2"]
@@ -163,7 +163,7 @@ def test_convert_direct_chunks_on_the_precision_grid(comm, shared_tmp, n_frames,
 
 def test_a_failing_encoder_leaves_nothing_behind(tmp_path, monkeypatch):
     """A chunk the codec cannot compress: one error, no output, no temporary."""
-    from h5mdtool import chunkwriter
+    from h5mdtool.h5md import chunkwriter
 
     source = str(tmp_path / "in.trr")
     _trr(source, np.ones((12, 5, 3), np.float32))
@@ -227,7 +227,7 @@ def test_chunk_reader_reads_what_hdf5_reads(tmp_path_factory, compression, dtype
                                             threads, split_xyz, data):
     """Any rows and span of atoms, x, y and z chunked together or apart, through the threads or
     (lzf, uncompressed) HDF5: HDF5's values."""
-    from h5mdtool.chunkcodec import ChunkReader
+    from h5mdtool.h5md.chunkcodec import ChunkReader
 
     values = (np.random.default_rng(n_frames).standard_normal((n_frames, n_atoms, 3)) * 50).astype(dtype)
     path = str(tmp_path_factory.mktemp("reader") / "x.h5")
@@ -258,7 +258,7 @@ def test_h5md_reader_decodes_outside_hdf5_with_one_core(tmp_path, monkeypatch, a
     """One core to use still decodes in h5mdtool's pipeline (faster than HDF5's byte
     unshuffle) and reads what HDF5's own filters read, over a partial last chunk, with x,
     y and z in one chunk or in three (``--split-xyz``)."""
-    from h5mdtool import mpi
+    from h5mdtool.parallel import mpi
     from h5mdtool.formats import TrajectoryReader, scan
 
     output = str(tmp_path / f"{compression}.h5md")
@@ -285,7 +285,7 @@ def test_h5md_reader_decodes_outside_hdf5_with_one_core(tmp_path, monkeypatch, a
 @pytest.mark.parametrize("split_xyz", [False, True])
 def test_chunk_reader_fills_chunks_never_written(tmp_path, split_xyz):
     """A chunk never written reads as HDF5's fill value, as through HDF5."""
-    from h5mdtool.chunkcodec import ChunkReader
+    from h5mdtool.h5md.chunkcodec import ChunkReader
 
     with h5py.File(str(tmp_path / "x.h5"), "w") as handle:
         dataset = _dataset(handle, "x", (6, 4, 3), 2, "float32", "zstd", True, split_xyz)
@@ -302,7 +302,7 @@ def test_chunk_reader_fills_chunks_never_written(tmp_path, split_xyz):
 def test_chunk_reader_reports_a_corrupt_chunk(tmp_path, compression):
     """Damaged compressed bytes are an OSError (the reading stack names the frame), never garbage
     (zlib's own error escaped for gzip; Zstd's error code looked like a size)."""
-    from h5mdtool.chunkcodec import ChunkReader
+    from h5mdtool.h5md.chunkcodec import ChunkReader
 
     path = str(tmp_path / "x.h5")
     with h5py.File(path, "w") as handle:

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from h5mdtool import convert
-from h5mdtool.codecs import CODECS, codec
-from h5mdtool.errors import UsageError
+from h5mdtool.h5md.codecs import CODECS, codec
+from h5mdtool.parallel.errors import UsageError
 from h5mdtool.formats import TrajectoryReader, scan
 
 TRAJ = "particles/trajectory"

@@ -1,4 +1,4 @@
-"""The compression study's prototypes (benchmarks/layout_candidates.py) and h5mdtool.chunkcodec on them.
+"""The compression study's prototypes (benchmarks/layout_candidates.py) and h5mdtool.h5md.chunkcodec on them.
 
 What the recommended layouts rest on, on real data (the AdK DCD's positions on XTC's
 0.001 nm grid): the filters round-trip in collective parallel writes (mpi-marked: also run
@@ -16,9 +16,11 @@ import pytest
 h5py = pytest.importorskip("h5py")
 hdf5plugin = pytest.importorskip("hdf5plugin")
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+from conftest import ROOT  # noqa: E402
 
-from h5mdtool.chunkcodec import FilterPipeline  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+from h5mdtool.h5md.chunkcodec import FilterPipeline  # noqa: E402
 from layout_candidates import XTC_GRID_NM, candidates, max_error_nm, write_file  # noqa: E402
 
 #: lossless (int32 pm or float32) and lossy layouts the study recommends or compares
@@ -78,7 +80,7 @@ def test_mdanalysis_reads_int32_pm_in_angstrom(tmp_path, grid_positions):
     import MDAnalysis as mda
     from MDAnalysisTests.datafiles import PSF
 
-    from h5mdtool.mpi import SerialComm
+    from h5mdtool.parallel.mpi import SerialComm
 
     path = str(tmp_path / "pm.h5md")
     write_file(path, candidates()["i32-shuffle-gzip4"], grid_positions, 32, SerialComm())
@@ -111,7 +113,7 @@ def test_chunks_compressed_outside_hdf5_are_hdf5s_bytes(tmp_path, grid_positions
 @pytest.mark.parametrize("q_nm", [0.01, 0.001, 0.0001])
 def test_lossy_layouts_stay_within_half_q(tmp_path, grid_positions, q_nm):
     """SZ, SZ3, ZFP and the integer grid keep every coordinate within Q/2 (plus float32 rounding)."""
-    from h5mdtool.mpi import SerialComm
+    from h5mdtool.parallel.mpi import SerialComm
 
     table = candidates(q_nm)
     tolerance = q_nm / 2 + np.abs(grid_positions).max() * 2.0**-23

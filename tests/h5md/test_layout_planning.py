@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from h5mdtool import convert
-from h5mdtool.errors import UsageError
-from h5mdtool.layout import AUTO_CHUNK_BYTES, Layout
-from h5mdtool.writer import read_provenance
+from h5mdtool.parallel.errors import UsageError
+from h5mdtool.h5md.layout import AUTO_CHUNK_BYTES, Layout
+from h5mdtool.h5md.writer import read_provenance
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from h5mdtool import bench_rmsd, convert, split, validate
-from h5mdtool.errors import InputError, UsageError
-from h5mdtool.layout import Layout
+from h5mdtool.parallel.errors import InputError, UsageError
+from h5mdtool.h5md.layout import Layout
 
 from conftest import run_h5mdtool
 
@@ -259,8 +259,8 @@ def test_lossy_layouts_split_where_it_pays(comm, shared_tmp, solvated, adk):
 
 
 def test_lint_warns_of_split_xyz_only_when_uncompressed(tmp_path):
-    from h5mdtool.findings import FileReport
-    from h5mdtool.lint import lint_dataset
+    from h5mdtool.check.findings import FileReport
+    from h5mdtool.check.lint import lint_dataset
 
     path = str(tmp_path / "x.h5")
     with h5py.File(path, "w") as handle:

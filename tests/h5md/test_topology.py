@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from h5mdtool import convert
-from h5mdtool.errors import InputError, UsageError
-from h5mdtool.topology import carries_topology, load_topology, write_topology_file
+from h5mdtool.parallel.errors import InputError, UsageError
+from h5mdtool.h5md.topology import carries_topology, load_topology, write_topology_file
 
 from conftest import run_h5mdtool
 

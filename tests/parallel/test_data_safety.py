@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from h5mdtool import convert
-from h5mdtool.errors import InputError, UsageError
+from h5mdtool.parallel.errors import InputError, UsageError
 from h5mdtool.formats import scan
 
 from conftest import run_h5mdtool, write_xtc
@@ -592,7 +592,7 @@ def test_defect10_corrupt_h5md_chunk_reported_at_its_frame(tmp_path, adk):
 def test_defect10_write_failure_names_the_output_not_the_temporary(tmp_path, adk, monkeypatch):
     import sys
 
-    convert_module = sys.modules["h5mdtool.convert"]
+    convert_module = sys.modules["h5mdtool.conversion.convert"]
 
     real = convert_module.open_h5
 

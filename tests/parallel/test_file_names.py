@@ -17,7 +17,7 @@ from MDAnalysisTests import datafiles as data
 
 from h5mdtool import bench_rmsd, convert, split
 from h5mdtool.formats.base import LibraryName
-from h5mdtool.provenance import printable
+from h5mdtool.h5md.provenance import printable
 
 from conftest import run_h5mdtool
 from formats_oracle import compare_output, listing, source_frames

@@ -18,8 +18,8 @@ import subprocess
 import pytest
 
 from conftest import run_h5mdtool
-from h5mdtool.errors import OutputError
-from h5mdtool.outputs import preallocate
+from h5mdtool.parallel.errors import OutputError
+from h5mdtool.parallel.outputs import preallocate
 
 LAYOUTS = {
     "uncompressed": [],

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from h5mdtool.heap import keep_freed_heap
+from h5mdtool.parallel.heap import keep_freed_heap
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc mallopt")
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="gl
 CHURN = textwrap.dedent("""
     import resource, sys
     import numpy as np
-    from h5mdtool.heap import keep_freed_heap
+    from h5mdtool.parallel.heap import keep_freed_heap
     applied = keep_freed_heap() if sys.argv[1] == "keep" else None
     pieces, size = int(sys.argv[2]), int(sys.argv[3])
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -60,7 +60,7 @@ def test_user_settings_win(monkeypatch):
 
 
 def test_command_line_applies_it(monkeypatch):
-    import h5mdtool.cli as cli
+    import h5mdtool.cli.main as cli
 
     calls = []
     monkeypatch.setattr(cli, "keep_freed_heap", lambda: calls.append(True))

@@ -1,7 +1,7 @@
 """Signals stop every command cleanly: SIGINT, SIGTERM and SIGHUP, serially and under mpirun.
 
 Each test starts the real command line (``python -m h5mdtool``) in its own session, keeps
-it writing with the test-only delays of :mod:`h5mdtool.testhooks`, waits until its
+it writing with the test-only delays of :mod:`h5mdtool.parallel.testhooks`, waits until its
 temporary exists, sends the signal (to the process, to ``mpirun``, or to one rank), and
 checks: the exit status, one ``error: ... interrupted`` line, no traceback, no temporary
 left, nothing published, and that the job ended within a bound (no hang).
@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from conftest import MPIRUN
-from h5mdtool import interrupts
+from conftest import MPIRUN, ROOT
+from h5mdtool.parallel import interrupts
 
 #: Seconds within which an interrupted job must be gone (mpirun itself takes up to 2 s to
 #: pass a signal on as SIGTERM and then SIGKILL).
@@ -201,7 +201,7 @@ def test_signal_reaches_a_rank_inside_a_collective_hdf5_write(tmp_path):
     """Rank 0's main thread waits inside H5Dwrite (MPI-IO, C code) for rank 1: the watcher
     thread still removes the file and ends the job."""
     path = str(tmp_path / "data.h5")
-    script = os.path.join(os.path.dirname(__file__), "scripts", "wait_in_collective_write.py")
+    script = os.path.join(ROOT, "tests", "scripts", "wait_in_collective_write.py")
     command = [MPIRUN, "-n", "2", sys.executable, script, path]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
@@ -383,7 +383,7 @@ def test_signal_removes_pending_temporaries_of_any_writer(tmp_path):
     whichever code writes it (bench writes its report this way)."""
     code = (
         "import os, signal, time\n"
-        "from h5mdtool import interrupts, outputs\n"
+        "from h5mdtool.parallel import interrupts, outputs\n"
         "interrupts.install()\n"
         f"name = outputs.temporary_name({str(tmp_path / 'report.json')!r})\n"
         "open(name, 'w').write('half')\n"
@@ -404,7 +404,7 @@ def test_signal_removes_pending_temporaries_of_any_writer(tmp_path):
 def test_library_import_installs_no_handler():
     """Only the command line installs handlers: importing and using the API changes nothing."""
     code = (
-        "import signal, h5mdtool, h5mdtool.split, h5mdtool.convert;"
+        "import signal, h5mdtool, h5mdtool.subfiles.split, h5mdtool.conversion.convert;"
         "print(signal.getsignal(signal.SIGTERM) == signal.SIG_DFL,"
         " signal.getsignal(signal.SIGINT) is signal.default_int_handler, signal.set_wakeup_fd(-1))"
     )
@@ -413,7 +413,7 @@ def test_library_import_installs_no_handler():
 
 
 def test_nohup_keeps_sighup_ignored():
-    code = ("import signal; from h5mdtool import interrupts; interrupts.install();"
+    code = ("import signal; from h5mdtool.parallel import interrupts; interrupts.install();"
             "print(signal.getsignal(signal.SIGHUP) == signal.SIG_IGN, signal.getsignal(signal.SIGTERM) is interrupts._note)")
     done = subprocess.run(["nohup", sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["True", "True"], done.stderr
@@ -421,7 +421,7 @@ def test_nohup_keeps_sighup_ignored():
 
 def test_warning_signals_taken_by_something_else_are_left_alone():
     """An ignored (or otherwise handled) SIGUSR1 stays so; the default SIGUSR2 is taken."""
-    code = ("import signal; signal.signal(signal.SIGUSR1, signal.SIG_IGN); from h5mdtool import interrupts;"
+    code = ("import signal; signal.signal(signal.SIGUSR1, signal.SIG_IGN); from h5mdtool.parallel import interrupts;"
             "interrupts.install(); print(signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN,"
             " signal.getsignal(signal.SIGUSR2) is interrupts._note)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

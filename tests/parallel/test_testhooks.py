@@ -3,7 +3,7 @@
 import os
 import time
 
-from h5mdtool.testhooks import VARIABLE, _parse, delay
+from h5mdtool.parallel.testhooks import VARIABLE, _parse, delay
 
 
 def test_parse_reads_sites_ranks_and_seconds_and_skips_malformed_entries():
@@ -27,7 +27,7 @@ def test_delay_for_every_rank_and_unset(monkeypatch):
 
 
 def test_marks_record_the_sites_reached(tmp_path, monkeypatch):
-    from h5mdtool.testhooks import delay
+    from h5mdtool.parallel.testhooks import delay
 
     monkeypatch.delenv("H5MDTOOL_TEST_DELAY", raising=False)
     monkeypatch.setenv("H5MDTOOL_TEST_MARK", str(tmp_path))

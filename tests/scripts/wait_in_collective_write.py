@@ -10,9 +10,9 @@ import time
 
 import numpy as np
 
-from h5mdtool import interrupts
-from h5mdtool.mpi import RowWriter, cleanup_on_abort, open_h5, resolve
-from h5mdtool.outputs import remove_quietly
+from h5mdtool.parallel import interrupts
+from h5mdtool.parallel.mpi import RowWriter, cleanup_on_abort, open_h5, resolve
+from h5mdtool.parallel.outputs import remove_quietly
 
 
 def main(path):

@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from h5mdtool import split
-from h5mdtool.cli import cli
-from h5mdtool.manifest import ManifestError, read_manifest, scan_part
-from h5mdtool.validate import validate, validate_manifest
+from h5mdtool.cli.main import cli
+from h5mdtool.subfiles.manifest import ManifestError, read_manifest, scan_part
+from h5mdtool.check.validate import validate, validate_manifest
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from h5mdtool import split
-from h5mdtool.cli import cli
-from h5mdtool.errors import InputError, OutputError, UsageError
-from h5mdtool.manifest import read_manifest
+from h5mdtool.cli.main import cli
+from h5mdtool.parallel.errors import InputError, OutputError, UsageError
+from h5mdtool.subfiles.manifest import read_manifest
 
 
 class Written:

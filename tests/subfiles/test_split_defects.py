@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from h5mdtool import split
-from h5mdtool.cli import cli
-from h5mdtool.errors import InputError, OutputError, UsageError
+from h5mdtool.cli.main import cli
+from h5mdtool.parallel.errors import InputError, OutputError, UsageError
 
 
 def written(outdir):
@@ -177,7 +177,7 @@ def test_force_refuses_output_directory_symlinked_to_the_inputs_directory(tmp_pa
 
 
 def test_force_replaces_old_contents_only_when_the_new_parts_are_ready(tmp_path, solvated, monkeypatch):
-    split_module = importlib.import_module("h5mdtool.split")
+    split_module = importlib.import_module("h5mdtool.subfiles.split")
 
     outdir = tmp_path / "parts"
     outdir.mkdir()
@@ -237,7 +237,7 @@ def test_existing_empty_output_directory_keeps_mode_group_and_inode(tmp_path, so
 
 @pytest.mark.parametrize("existing", [True, False])
 def test_failed_split_leaves_the_output_directory_as_it_was(tmp_path, solvated, monkeypatch, existing):
-    split_module = importlib.import_module("h5mdtool.split")
+    split_module = importlib.import_module("h5mdtool.subfiles.split")
 
     outdir = tmp_path / "parts"
     if existing:
@@ -363,7 +363,7 @@ def test_click_usage_errors_are_one_line_under_mpirun(tmp_path):
 
 
 def test_provenance_library_text_strips_nul():
-    from h5mdtool.provenance import library_text
+    from h5mdtool.h5md.provenance import library_text
 
     assert library_text("Open MPI v4.1.4, May 26, 2022\x00") == "Open MPI v4.1.4, May 26, 2022"
     assert library_text(None) is None
@@ -624,9 +624,9 @@ def test_h5md_parts_of_mixed_xtc_and_dcd_segments(tmp_path, adk, adk_frames):
 def test_failure_on_one_rank_leaves_nothing(comm, shared_tmp, solvated, monkeypatch):
     """A part that fails on the last rank only: every rank raises, nothing is published and
     no temporary is left (the other ranks' parts included)."""
-    from h5mdtool.errors import H5mdToolError
+    from h5mdtool.parallel.errors import H5mdToolError
 
-    split_module = importlib.import_module("h5mdtool.split")
+    split_module = importlib.import_module("h5mdtool.subfiles.split")
     real = split_module._write_part
 
     def failing(plan, number):
@@ -643,7 +643,7 @@ def test_failure_on_one_rank_leaves_nothing(comm, shared_tmp, solvated, monkeypa
 
 
 def test_remove_quietly_claims_once_and_sweeps_what_a_killed_remover_left(tmp_path):
-    from h5mdtool.outputs import CLAIMED, remove_quietly
+    from h5mdtool.parallel.outputs import CLAIMED, remove_quietly
 
     tree = tmp_path / "tmp-dir"
     (tree / "sub").mkdir(parents=True)
