@@ -6,7 +6,7 @@ running the registered clean-up, instead of leaving rank 0 waiting forever.
 
 import sys
 
-from h5mdtool.parallel.mpi import cleanup_on_abort, entry_point
+from h5mdtool.parallel.mpi import cleanup_on_abort, entry_point, resolve
 
 
 @entry_point
@@ -20,4 +20,4 @@ def job(marker, *, comm=None):
 
 
 if __name__ == "__main__":
-    job(sys.argv[1] + f".rank{__import__('h5mdtool.parallel.mpi').mpi.resolve().rank}")
+    job(sys.argv[1] + f".rank{resolve().rank}")
