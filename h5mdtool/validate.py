@@ -1034,7 +1034,7 @@ def _check_path_here(path, profile, kind):
 
 @entry_point
 def validate(paths, *, comm=None, profile="all", against=None, tolerance=None, strict=False, progress=None,
-             on_overlap="error", against_format=None):
+             on_overlap="error", on_truncated="error", against_format=None):
     """Validate H5MD files and split manifests; optionally compare them with their source.
 
     Parameters
@@ -1054,6 +1054,9 @@ def validate(paths, *, comm=None, profile="all", against=None, tolerance=None, s
         Progress bar on rank 0 for the comparison.
     on_overlap : {"error", "later", "first"}
         How the source's overlapping segments are joined (as ``convert --on-overlap``).
+    on_truncated : {"error", "drop"}
+        A source segment whose last frame is incomplete: refuse, or compare without that
+        frame (as ``convert --on-truncated``).
     against_format : str, optional
         Read the source's segments as this format whatever their extension (``LAMMPS`` for a
         LAMMPS DCD), as ``convert(format=...)``.
@@ -1083,7 +1086,8 @@ def validate(paths, *, comm=None, profile="all", against=None, tolerance=None, s
     against = [os.fspath(p) for p in against or []]
     if against_format is not None and not against:
         raise UsageError("--against-format names the format of the --against source: give the source")
-    source = root_call(comm, scan, against, on_overlap, format=against_format) if against else None
+    source = (root_call(comm, scan, against, on_overlap, format=against_format, on_truncated=on_truncated)
+              if against else None)
     if profile != "h5md" and comm.rank == 0:
         import MDAnalysis.coordinates.H5MD  # noqa: F401 - imported once, before the forked readers
     reports = []
