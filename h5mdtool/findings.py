@@ -101,7 +101,7 @@ RULES = {
     "MAN004": Rule(ERROR, "manifest", "a part holds another number of frames than the manifest says, or cannot be read", "re-run split"),
     "MAN005": Rule(ERROR, "manifest", "the parts do not tile the frames: frames in no part (a missing part), a part whose `n_frames` is not `stop - start` or that is empty, or a total other than `n_frames`", "re-run split"),
     "MAN006": Rule(ERROR, "manifest", "a part holds another number of atoms than the manifest says", "re-run split"),
-    "MAN007": Rule(ERROR, "manifest", "a part path that is absolute or leaves the manifest's directory (`..`): split writes paths relative to the manifest, so the directory can be moved", "re-run split, or make the path relative"),
+    "MAN007": Rule(ERROR, "manifest", "a part path that is absolute, leaves the manifest's directory (`..`) or can name no file (a NUL character, a character the file system cannot encode): split writes paths relative to the manifest, so the directory can be moved", "re-run split, or make the path relative"),
     "MAN008": Rule(ERROR, "manifest", "duplicated parts: one file listed twice, two entries for the same frames, or two part files holding the same frames", "re-run split"),
     "MAN009": Rule(ERROR, "manifest", "swapped parts: a part file holds the frames the manifest gives another part (found from the recorded steps and times, or from steps that run backwards between parts)", "re-run split, or restore the parts' names"),
     "MAN010": Rule(ERROR, "manifest", "overlapping parts: a part starts before the previous one stops", "re-run split"),

@@ -996,8 +996,8 @@ def validate_manifest(path, profile="all", label=None):
 
 
 def is_manifest_path(path):
-    """True for ``*.json`` files and directories holding a ``manifest.json``."""
-    return str(path).lower().endswith(".json") or (os.path.isdir(path) and os.path.isfile(os.path.join(path, "manifest.json")))
+    """True for ``*.json`` files and directories holding a ``manifest.json`` (of any file type)."""
+    return str(path).lower().endswith(".json") or (os.path.isdir(path) and os.path.lexists(os.path.join(path, "manifest.json")))
 
 
 def _check_path(path, profile):

@@ -107,7 +107,7 @@ def print_report(report, notes=False):
     for file in report.files:
         if not file.readable:
             for finding in file.findings:
-                click.echo(f"error: {finding.message}", err=True)
+                click.echo(f"error: {finding.message} ({finding.rule})", err=True)
             continue
         counts = [_plural(file.count(s), s) for s in ("error", "warning", "note") if file.count(s)]
         click.echo(f"{file.file}: {', '.join(counts) if counts else 'no findings'}")
