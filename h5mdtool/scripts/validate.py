@@ -48,7 +48,7 @@ class GreedyCommand(click.Command):
 @click.option("--against", multiple=True, metavar="SOURCE...",
               help="Source trajectory (XTC, TRR, DCD or H5MD; several files are its segments, in order; put --against after the files). Every frame's positions, velocities, forces, step, time and box are compared; frames are divided among MPI ranks.")
 @click.option("--tolerance", type=click.FloatRange(min=0), default=None,
-              help="Absolute tolerance of --against, in nm for positions and box (nm/ps, kJ/(mol nm) for velocities, forces). Default: exact for float32 sources in the file's units (XTC, TRR), 2.5e-7 relative where units are converted (DCD), half the recorded precision of lossy files. A NaN or inf on either side is a difference whatever the tolerance.")
+              help="Absolute tolerance of --against, in nm for positions and box (nm/ps, kJ/(mol nm) for velocities, forces). Default: exact for float32 sources in the file's units (XTC, TRR), the box included; 2.5e-7 relative where units are converted (DCD; the box within 1e-6 of its largest edge); half the recorded precision of lossy files. A NaN or inf on either side is a difference whatever the tolerance.")
 @input_format_option("--against-format", dest="against_format", subject="the --against source's files")
 @segment_options
 @truncation_option
