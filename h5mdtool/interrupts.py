@@ -132,12 +132,7 @@ def stop(signum):
         _signalled = signum
     signum = _signalled
     try:
-        from .mpi import run_abort_cleanups
-        from .outputs import remove_pending_temporaries
-
-        removed, registered = run_abort_cleanups()
-        removed_pending, pending = remove_pending_temporaries()
-        removed, registered = removed or removed_pending, registered or pending
+        removed, registered = _clean_up()
         rank, parallel = _where()
         if not parallel or removed or (rank == 0 and not registered):
             _report(rank)
@@ -149,6 +144,28 @@ def stop(signum):
             sys.stdout.flush()
     finally:
         os._exit(128 + int(signum))
+
+
+def _clean_up():
+    """Run the registered clean-ups and remove the pending temporaries.
+
+    Only modules already imported are asked, since nothing can be registered in one that is
+    not: importing here, in the watcher thread, could wait for the main thread's import of
+    the same module, or start importing numpy, when the signal came while the command line
+    was still starting.
+
+    Returns
+    -------
+    tuple of bool
+        Whether something was removed, and whether anything was registered.
+    """
+    removed = registered = False
+    for module, name in (("mpi", "run_abort_cleanups"), ("outputs", "remove_pending_temporaries")):
+        function = getattr(sys.modules.get(f"{__package__}.{module}"), name, None)
+        if function is not None:
+            done, known = function()
+            removed, registered = removed or done, registered or known
+    return removed, registered
 
 
 def settle():
