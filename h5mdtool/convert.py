@@ -17,7 +17,7 @@ from .codecs import codec
 from .errors import InputError, OutputError
 from .formats import check_trajectory, load_decoders, scan
 from .frametimes import check_one_selection, describe_frames, select_trajectory_frames
-from .atomselect import resolve_atoms
+from .atomselect import first_selected_frame, resolve_atoms
 from .chunkcodec import UnsupportedPipeline
 from .chunkwriter import DirectChunkWriter, encoding_threads
 from .layout import Layout
@@ -194,7 +194,7 @@ def _plan(comm, inputs, output, *, topology, select, index_file, atom_indices_fi
             and index.formats == ["H5MD"] and carries_topology(inputs[0]):
         topology = inputs[0]  # the input carries its own topology: rewrite it for the atoms kept
     _, atom_indices = resolve_atoms(index.n_atoms, topology=topology, select=select, index_file=index_file,
-                                    atom_indices_file=atom_indices_file)
+                                    atom_indices_file=atom_indices_file, frame=first_selected_frame(index, frames))
     fields = ["positions"]
     if velocities and index.has("velocities") and index.fields["velocities"][frames].any():
         fields.append("velocities")

@@ -34,7 +34,7 @@ from .outputs import (check_output_directory, hidden_directory_inside, prealloca
                       write_failures_reported)
 from .progress import progress_bar
 from .provenance import base_record
-from .atomselect import resolve_atoms
+from .atomselect import first_selected_frame, resolve_atoms
 from .formats import check_trajectory, detect_format, scan
 from .frametimes import check_one_selection, describe_frames, select_trajectory_frames
 from .topology import carries_topology, load_topology, write_topology
@@ -248,7 +248,8 @@ def _plan(comm, inputs, outdir, nparts, *, part_format, on_overlap, on_truncated
             topology = inputs[0]  # the input carries its own topology: rewrite it for the atoms kept
         _, atom_indices = resolve_atoms(index.n_atoms, topology=topology, select=options["select"],
                                         index_file=options["index_file"],
-                                        atom_indices_file=options["atom_indices_file"])
+                                        atom_indices_file=options["atom_indices_file"],
+                                        frame=first_selected_frame(index, frames))
         layout.resolve_precision(index)
         layout.plan_chunks(min(stop - start for start, stop in parts),
                            index.n_atoms if atom_indices is None else len(atom_indices))
