@@ -345,12 +345,26 @@ class MDAnalysisFrames:
                 self._open(number)
 
     def frame(self, number):
-        """Load frame *number*; returns (the atoms' positions in Angstrom, time in ps)."""
+        """Load frame *number*; returns (the atoms' positions in Angstrom, time in ps).
+
+        Raises
+        ------
+        InputError
+            If a position is NaN or infinite, naming the file, its frame and the atom, as
+            the blocks engine's readers do (MDAnalysis's kernels would fail on it later with
+            an error that names neither).
+        """
         piece_number = int(np.searchsorted(self.starts, number, side="right")) - 1
         universe = self.universes.get(piece_number) or self._open(piece_number)
         piece = self.pieces[piece_number]
-        ts = universe.trajectory[number - piece.start + piece.skip]
-        return universe.h5mdtool_atoms.positions, ts.time if self.times is None else self.times[number]
+        local = number - piece.start + piece.skip
+        ts = universe.trajectory[local]
+        positions = universe.h5mdtool_atoms.positions
+        if not np.isfinite(positions).all():
+            atom = int(self.atom_indices[np.flatnonzero(~np.isfinite(positions).all(axis=1))[0]])
+            raise InputError(f"{piece.path}: frame {int(local)} holds non-finite positions (atom {atom}); "
+                             "h5mdtool refuses NaN and infinite values")
+        return positions, ts.time if self.times is None else self.times[number]
 
     def read(self, start, stop):
         positions, times = zip(*(self.frame(i) for i in range(start, stop)))

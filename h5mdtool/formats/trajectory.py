@@ -316,10 +316,14 @@ def select_frames(n_frames, start=None, stop=None, step=None):
         raise UsageError(f"--step must be a positive number of frames, got {step}")
     frames = range(n_frames)[slice(start, stop, step)]
     if len(frames) == 0:
-        raise UsageError(
-            f"the frame selection start={start} stop={stop} step={step} picks none of the "
-            f"{n_frames} frames"
-        )
+        asked = " ".join(f"{flag} {value}" for flag, value in (("--start", start), ("--stop", stop), ("--step", step))
+                         if value is not None)
+        first, end, _ = slice(start, stop, step).indices(n_frames)
+        if first >= n_frames:
+            raise UsageError(f"{asked} selects no frame: the trajectory has {n_frames} frame(s)"
+                             + (f" (0-{n_frames - 1})" if n_frames else ""))
+        raise UsageError(f"{asked} is an empty range: it starts at frame {first} and stops before frame {end} "
+                         f"(of the {n_frames} frames, 0-{n_frames - 1})")
     return frames
 
 
