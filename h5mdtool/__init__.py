@@ -2,7 +2,10 @@
 
 The command line (``h5mdtool --help``) is a thin layer over this API; every function takes
 ``comm=None`` and runs serially without MPI or under ``mpirun``/``srun`` unchanged.
-Heavy dependencies (MDAnalysis, h5py, mpi4py) are imported only when a function needs them.
+Heavy dependencies (numpy, MDAnalysis, h5py, mpi4py) are imported only when a function
+needs them: the API's functions are imported when first used, so that importing the
+package costs nothing and the command line can install its signal handling before numpy,
+h5py and MDAnalysis load (a second during which Ctrl-C must already end it cleanly).
 """
 
 __version__ = "0.1.0"
@@ -27,6 +30,7 @@ __all__ = ["__version__"] + sorted(_API)
 
 
 def __getattr__(name):
+    """Import an API function when it is first used (``from h5mdtool import convert``)."""
     import importlib
 
     if name in _API:

@@ -150,18 +150,14 @@ def _weights(atoms, weighted, what):
 def select_frames(n_frames, options, times):
     """Frame numbers picked by ``--start/--stop/--step`` or by ``-b/-e/--dt`` (*times*: a
     callable returning every frame's time, called only for a time selection)."""
+    from ..formats import select_frames as by_number
     from ..formats.frametimes import by_time, check_one_selection, select_by_time
 
     check_one_selection(options.start, options.stop, options.step, options.begin, options.end, options.dt)
     if by_time(options.begin, options.end, options.dt):
         return select_by_time(times(), options.begin, options.end, options.dt)
-    if options.step is not None and options.step < 1:
-        raise UsageError(f"--step must be a positive number of frames, got {options.step}")
-    frames = np.arange(n_frames)[slice(options.start, options.stop, options.step)]
-    if len(frames) == 0:
-        raise UsageError(f"--start {options.start} --stop {options.stop} --step {options.step} "
-                         f"selects none of the {n_frames} frames")
-    return frames
+    frames = by_number(n_frames, options.start, options.stop, options.step)
+    return np.arange(frames.start, frames.stop, frames.step)
 
 
 def _frame_universe(universe, info, frame):
@@ -174,7 +170,7 @@ def _frame_universe(universe, info, frame):
     """
     from MDAnalysis.coordinates.memory import MemoryReader
 
-    from .frames import read_frame
+    from ..formats import read_frame
 
     started = time.perf_counter()
     index, number = info.locate(frame)

@@ -23,7 +23,7 @@ Sources:
   is read, so each rank opens only the parts holding its frames.
 - :class:`MDAnalysisFrames`: MDAnalysis Universes read frame by frame (the papers' way).
 
-:func:`read_frame` reads one whole frame through the same stack (rank 0's reference frame).
+:func:`h5mdtool.formats.read_frame` reads one whole frame through the same stack (rank 0's reference frame).
 """
 
 import os
@@ -52,30 +52,6 @@ def position_times(index):
     if index.time is None:
         return np.arange(len(frames), dtype=np.float64)
     return np.asarray(index.time[frames], np.float64)
-
-
-def read_frame(index, frame):
-    """All positions (Angstrom, float32) and the box (MDAnalysis ``dimensions``, or None) of
-    trajectory frame *frame* of *index*, read through :class:`~h5mdtool.formats.TrajectoryReader`.
-
-    The box is given when the frame holds one and every dimension is periodic.
-
-    Raises
-    ------
-    InputError
-        If the frame cannot be read.
-    """
-    fields = ("positions", "box") if "box" in index.fields else ("positions",)
-    with TrajectoryReader(index, None, fields) as reader:
-        block = reader.read(np.array([frame], np.int64), reader.new_block(1))
-        positions = (np.asarray(block.positions[0], np.float64) * ANGSTROM_PER_NM).astype(np.float32)
-        edges = np.asarray(block.edges[0], np.float64) * ANGSTROM_PER_NM
-    boxed = "box" in index.fields and bool(index.fields["box"][frame])
-    if not (boxed and edges.any() and all(b == "periodic" for b in index.boundary)):
-        return positions, None
-    from MDAnalysis.lib.mdamath import triclinic_box
-
-    return positions, triclinic_box(*edges)
 
 
 class TrajectoryFrames:
@@ -345,12 +321,26 @@ class MDAnalysisFrames:
                 self._open(number)
 
     def frame(self, number):
-        """Load frame *number*; returns (the atoms' positions in Angstrom, time in ps)."""
+        """Load frame *number*; returns (the atoms' positions in Angstrom, time in ps).
+
+        Raises
+        ------
+        InputError
+            If a position is NaN or infinite, naming the file, its frame and the atom, as
+            the blocks engine's readers do (MDAnalysis's kernels would fail on it later with
+            an error that names neither).
+        """
         piece_number = int(np.searchsorted(self.starts, number, side="right")) - 1
         universe = self.universes.get(piece_number) or self._open(piece_number)
         piece = self.pieces[piece_number]
-        ts = universe.trajectory[number - piece.start + piece.skip]
-        return universe.h5mdtool_atoms.positions, ts.time if self.times is None else self.times[number]
+        local = number - piece.start + piece.skip
+        ts = universe.trajectory[local]
+        positions = universe.h5mdtool_atoms.positions
+        if not np.isfinite(positions).all():
+            atom = int(self.atom_indices[np.flatnonzero(~np.isfinite(positions).all(axis=1))[0]])
+            raise InputError(f"{piece.path}: frame {int(local)} holds non-finite positions (atom {atom}); "
+                             "h5mdtool refuses NaN and infinite values")
+        return positions, ts.time if self.times is None else self.times[number]
 
     def read(self, start, stop):
         positions, times = zip(*(self.frame(i) for i in range(start, stop)))

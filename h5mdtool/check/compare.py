@@ -15,8 +15,10 @@ bound):
   units) each value may differ by the conversion's rounding, 2.5e-7 relative. Positions of a
   lossy file (attribute ``precision`` on ``position/value``, nm) may differ by half that
   precision plus the float32 rounding of the decoded value.
-* box: within 1e-6 of the frame's largest edge entry (writers derive it from lengths and
-  angles, which does not round-trip exactly).
+* box: bit-exact, as the other float32 values, when no unit conversion is involved (XTC
+  and TRR store box vectors, and h5mdtool copies them); else within 1e-6 of the frame's
+  largest edge entry (writers derive it from lengths and angles, which does not round-trip
+  exactly).
 * step: exact. time: within float32 resolution (2**-23 relative), as many writers store it
   in float32; not compared when the file stores no ``time`` (H5MD allows it).
 * a NaN or an infinity on either side is always a difference, whatever the tolerance (even
@@ -184,10 +186,10 @@ def compare_block(mine, theirs, frames, tolerances, fields, box, found, compare_
         note(rows, field, describe)
     if box:
         a, b = mine.edges[:n], theirs.edges[:n]
+        absolute, scaled = tolerances["edges"]
         with np.errstate(invalid="ignore", over="ignore"):
-            scale = BOX_RELATIVE * np.abs(b).reshape(n, -1).max(axis=1)
-        absolute = tolerances["edges"]
-        bad = _beyond(a, b, absolute, 0.0, scale if absolute == 0 else None)
+            per_frame = scaled * np.abs(b).reshape(n, -1).max(axis=1) if scaled else None
+        bad = _beyond(a, b, absolute, 0.0, per_frame)
         rows = np.flatnonzero(bad.reshape(n, -1).any(axis=1))
 
         def describe_box(row):
@@ -264,10 +266,10 @@ def compare_with_source(paths, sources, *, comm=None, tolerance=None, limit=10, 
     for field, value in precisions.items():
         if field in tolerances:
             tolerances[field] = (value / 2, relative, 4 * TIME_RELATIVE)
-    tolerances["edges"] = 0.0
+    tolerances["edges"] = (0.0, BOX_RELATIVE if converted else 0.0)
     if tolerance is not None:
         tolerances = {field: (float(tolerance), 0.0, 0.0) for field in fields}
-        tolerances["edges"] = float(tolerance)
+        tolerances["edges"] = (float(tolerance), 0.0)
     n = min(copy_index.n_frames, source_index.n_frames)
     result.update(
         compared_frames=n, fields=fields, box_compared=box,
@@ -276,7 +278,8 @@ def compare_with_source(paths, sources, *, comm=None, tolerance=None, limit=10, 
             "relative": tolerances["positions"][1],
             "lossy_precision_nm": precision,
             "lossy_precisions": precisions,
-            "box": f"{tolerance} nm" if tolerance is not None else f"{BOX_RELATIVE} of the largest edge",
+            "box": (f"{tolerance} nm" if tolerance is not None else
+                    f"{BOX_RELATIVE} of the largest edge" if converted else "exact"),
             "time_relative": TIME_RELATIVE,
         },
     )

@@ -89,7 +89,7 @@ RULES = {
     "LINT005": Rule(WARNING, "all", "a contiguous dataset of 16 GiB or more: it cannot be compressed or extended", "relayout chunked, with `--compression gzip` if space matters"),
     # data sanity (every profile; no source needed)
     "DATA001": Rule(ERROR, "any", "frames whose positions are all 0.0 in a system of more than one atom: data never written or lost (HDF5 1.10.8's single-chunk bug wrote whole files of zeros)", "regenerate the file from its source and check it with `validate --against`"),
-    "DATA002": Rule(ERROR, "any", "non-finite values (NaN, inf) in positions, velocities, forces, box edges or time, by frame", "regenerate the file; if the source holds them too, the simulation produced them"),
+    "DATA002": Rule(ERROR, "any", "non-finite values (NaN, inf) in positions, velocities, forces, box edges, time or an observable's value (`/observables`), by frame", "regenerate the file; if the source holds them too, the simulation produced them"),
     "DATA003": Rule(ERROR, "any", "frames whose atoms all lie more than 100 box lengths beyond one face of the periodic box (judged from the frame's bounding box): garbage coordinates or a unit mix-up; unwrapped trajectories drift far less", "regenerate the file from its source and check it with `validate --against`"),
     "DATA004": Rule(ERROR, "any", "`step` or `time` goes backwards from one frame to the next", "regenerate the file; segments that restart are joined with `convert --on-overlap later`"),
     "DATA005": Rule(ERROR, "any", "frames whose periodic box has zero volume (a periodic edge of length 0, or edge vectors in one plane)", "regenerate the file from its source"),
@@ -101,7 +101,7 @@ RULES = {
     "MAN004": Rule(ERROR, "manifest", "a part holds another number of frames than the manifest says, or cannot be read", "re-run split"),
     "MAN005": Rule(ERROR, "manifest", "the parts do not tile the frames: frames in no part (a missing part), a part whose `n_frames` is not `stop - start` or that is empty, or a total other than `n_frames`", "re-run split"),
     "MAN006": Rule(ERROR, "manifest", "a part holds another number of atoms than the manifest says", "re-run split"),
-    "MAN007": Rule(ERROR, "manifest", "a part path that is absolute or leaves the manifest's directory (`..`): split writes paths relative to the manifest, so the directory can be moved", "re-run split, or make the path relative"),
+    "MAN007": Rule(ERROR, "manifest", "a part path that is absolute, leaves the manifest's directory (`..`) or can name no file (a NUL character, a character the file system cannot encode): split writes paths relative to the manifest, so the directory can be moved", "re-run split, or make the path relative"),
     "MAN008": Rule(ERROR, "manifest", "duplicated parts: one file listed twice, two entries for the same frames, or two part files holding the same frames", "re-run split"),
     "MAN009": Rule(ERROR, "manifest", "swapped parts: a part file holds the frames the manifest gives another part (found from the recorded steps and times, or from steps that run backwards between parts)", "re-run split, or restore the parts' names"),
     "MAN010": Rule(ERROR, "manifest", "overlapping parts: a part starts before the previous one stops", "re-run split"),

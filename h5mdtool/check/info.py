@@ -318,7 +318,7 @@ def describe_file(path):
         If the file cannot be opened as HDF5.
     """
     report = validate_file(path, profile="all")
-    result = {"file": path, "bytes": os.path.getsize(path), "particle_group": None, "n_frames": None,
+    result = {"file": path, "readable": True, "bytes": os.path.getsize(path), "particle_group": None, "n_frames": None,
               "n_atoms": None, "elements": [], "step": None, "time": None, "box": None, "particle_groups": [],
               "datasets": {}, "provenance": None, "problems": []}
     with open_hdf5(path) as handle:
@@ -364,15 +364,51 @@ def info(path, *, comm=None):
     return root_call(comm, _describe_isolated, os.fspath(path))
 
 
+class HDF5ReadFailure(InputError):
+    """libhdf5 crashed (``FILE004``) or made no progress (``FILE005``) reading the file."""
+
+    def __init__(self, message, rule):
+        super().__init__(message)
+        self.rule = rule
+
+    def __reduce__(self):
+        return type(self), (str(self), self.rule)
+
+
 def _describe_isolated(path):
     import MDAnalysis.coordinates.H5MD  # noqa: F401 - imported once, before the forked reader
 
     outcome = isolated(describe_file, path)
     if outcome[0] == "crash":
-        raise InputError(f"{path}: libhdf5 crashed (signal {outcome[1]}) while reading the file: its metadata is damaged")
+        raise HDF5ReadFailure(f"{path}: libhdf5 crashed (signal {outcome[1]}) while reading the file: its "
+                              "metadata is damaged", "FILE004")
     if outcome[0] == "timeout":
-        raise InputError(f"{path}: reading the file made no progress for {outcome[1]:g} s (libhdf5 loops on damaged "
-                         "metadata?); stopped (H5MDTOOL_READ_TIMEOUT sets the limit)")
+        raise HDF5ReadFailure(f"{path}: reading the file made no progress for {outcome[1]:g} s (libhdf5 loops on "
+                              "damaged metadata?); stopped (H5MDTOOL_READ_TIMEOUT sets the limit)", "FILE005")
     if outcome[0] == "error":
         raise outcome[1]
     return outcome[1]
+
+
+def unreadable_record(path, error):
+    """The ``info`` record of a file that could not be read: its one finding, nothing described.
+
+    Parameters
+    ----------
+    path : str
+    error : InputError
+        What :func:`info` raised: :class:`~h5mdtool.parallel.errors.UnreadableError` (rule ``FILE001``)
+        or libhdf5's crash or stall (``FILE004``, ``FILE005``).
+
+    Returns
+    -------
+    dict
+        The keys of a described file, empty, with ``readable`` false and ``findings``
+        holding the one finding.
+    """
+    report = FileReport(os.fspath(path))
+    report.add(getattr(error, "rule", "FILE001"), "/", str(error))
+    return {"file": report.file, "readable": False, "bytes": None, "particle_group": None, "n_frames": None,
+            "n_atoms": None, "elements": [], "step": None, "time": None, "box": None, "particle_groups": [],
+            "datasets": {}, "provenance": None, "problems": [], "findings": [asdict(f) for f in report.findings],
+            "errors": 1, "warnings": 0, "notes": 0, "fix_command": None, "plugin_filters": [], "plugin_hint": None}

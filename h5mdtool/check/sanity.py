@@ -2,7 +2,7 @@
 
 These rules need no source trajectory, so a plain ``validate`` catches a file that is
 structurally perfect but holds garbage: frames of zeros (what HDF5 1.10.8's single-chunk
-bug wrote), NaN or inf, coordinates far outside the box, steps or times that run backwards,
+bug wrote), NaN or inf (in observables too), coordinates far outside the box, steps or times that run backwards,
 boxes of zero volume, and frames the file declares but never stored.
 
 Per-atom data is read in blocks of whole chunks of at most :data:`BLOCK_BYTES` into one
@@ -289,6 +289,34 @@ def check_values(report, element, name, box, n_rows):
         report.add("DATA002", path, f"{name} values are NaN or inf at {nonfinite.text(total)}")
     if far:
         report.add("DATA003", path, f"all atoms lie more than {FAR_BOX_LENGTHS} box lengths outside the box at {far.text(total)}")
+
+
+def check_finite(report, dataset, path, what, rows, per_frame=True):
+    """DATA002 over the first *rows* rows of a float dataset of any shape (an observable).
+
+    Read in blocks of whole chunks of at most :data:`BLOCK_BYTES` (at least one row).
+    *per_frame*: the first axis counts frames (a time-dependent element's ``value``).
+    """
+    if dataset.dtype.kind != "f":
+        return
+    shape = dataset.shape
+    if not shape:
+        if not np.isfinite(np.asarray(dataset[()])).all():
+            report.add("DATA002", path, f"{what} is NaN or inf")
+        return
+    row_bytes = max(1, math.prod(int(n) for n in shape[1:]) * dataset.dtype.itemsize)
+    block = max(1, BLOCK_BYTES // row_bytes)
+    if dataset.chunks:
+        block = max(int(dataset.chunks[0]), block // int(dataset.chunks[0]) * int(dataset.chunks[0]))
+    nonfinite = FrameList()
+    for first in range(0, rows, block):
+        values = np.asarray(dataset[first:min(rows, first + block)])
+        nonfinite.add(first + np.flatnonzero(~np.isfinite(values.reshape(len(values), -1)).all(axis=1)))
+        heartbeat()
+    if nonfinite and per_frame:
+        report.add("DATA002", path, f"{what} values are NaN or inf at {nonfinite.text(shape[0])}")
+    elif nonfinite:
+        report.add("DATA002", path, f"{what} is NaN or inf")
 
 
 def _far_outside(mins, maxs, matrices, periodic):

@@ -548,12 +548,20 @@ class Checker:
 
     # -- observables -----------------------------------------------------------------------
     def check_observables(self):
+        root = self.access.child(self.handle, "observables", "/observables")
+        if root is not None and not is_group(root):
+            self.add("H5MD014", "/observables", "/observables must be a group")
+            return
+        for obj, path in self.observables():
+            if is_group(obj):
+                self.element(obj, path)
+
+    def observables(self):
+        """Yield ``(object, path)`` of every observable: time-dependent elements (groups with a
+        ``value`` or ``step``) and time-independent ones (datasets), at most 8 groups deep."""
         a = self.access
         root = a.child(self.handle, "observables", "/observables")
-        if root is None:
-            return
-        if not is_group(root):
-            self.add("H5MD014", "/observables", "/observables must be a group")
+        if root is None or not is_group(root):
             return
         stack = [(root, "/observables", 0)]
         while stack:
@@ -561,17 +569,22 @@ class Checker:
             for name in a.names(group, path):
                 child_path = join_path(path, name)
                 obj = a.child(group, name, child_path)
-                if obj is None or not is_group(obj):
-                    continue  # a dataset is a time-independent observable
+                if obj is None:
+                    continue
+                if not is_group(obj):
+                    yield obj, child_path
+                    continue
                 members = a.names(obj, child_path)
                 if "value" in members or "step" in members:
-                    self.element(obj, child_path)
+                    yield obj, child_path
                 elif depth < 8:
                     stack.append((obj, child_path, depth + 1))
 
     # -- data sanity -------------------------------------------------------------------------
     def check_data(self):
-        """DATA001-DATA006 over every particle group's box and per-atom elements."""
+        """DATA001-DATA006 over every particle group's box and per-atom elements; DATA002 over
+        the observables."""
+        self.check_observable_data()
         for info in self.groups.values():
             box = self.data_box(info)
             for name in ("position", "velocity", "force"):
@@ -587,6 +600,24 @@ class Checker:
                     sanity.check_values(self.report, element, name, box, rows)
                 except Exception as error:  # noqa: BLE001 - a damaged chunk is a finding
                     self.add("FILE003", path, f"cannot read the data: {reason(error)}")
+
+    def check_observable_data(self):
+        """DATA002 (and DATA006) over every observable's float values."""
+        a = self.access
+        for obj, path in self.observables():
+            time_dependent = is_group(obj)
+            value = a.child(obj, "value", f"{path}/value") if time_dependent else obj
+            value_path = f"{path}/value" if time_dependent else path
+            if value is None or not is_dataset(value) or value_path in self.external \
+                    or a.kind(value, value_path) != "f" or a.shape(value, value_path) is None:
+                continue
+            name = path.rsplit("/", 1)[-1]
+            try:
+                shape = value.shape
+                rows = sanity.readable_rows(self.report, value, value_path, f"{name} values") if shape else 1
+                sanity.check_finite(self.report, value, value_path, f"observable {name}", rows, time_dependent)
+            except Exception as error:  # noqa: BLE001 - a damaged chunk is a finding
+                self.add("FILE003", value_path, f"cannot read the data: {reason(error)}")
 
     def data_box(self, info):
         """The group's periodic box for the data checks (after DATA002/DATA005 on it), or None."""
@@ -1000,8 +1031,8 @@ def validate_manifest(path, profile="all", label=None):
 
 
 def is_manifest_path(path):
-    """True for ``*.json`` files and directories holding a ``manifest.json``."""
-    return str(path).lower().endswith(".json") or (os.path.isdir(path) and os.path.isfile(os.path.join(path, "manifest.json")))
+    """True for ``*.json`` files and directories holding a ``manifest.json`` (of any file type)."""
+    return str(path).lower().endswith(".json") or (os.path.isdir(path) and os.path.lexists(os.path.join(path, "manifest.json")))
 
 
 def _check_path(path, profile):
@@ -1038,7 +1069,7 @@ def _check_path_here(path, profile, kind):
 
 @entry_point
 def validate(paths, *, comm=None, profile="all", against=None, tolerance=None, strict=False, progress=None,
-             on_overlap="error", against_format=None):
+             on_overlap="error", on_truncated="error", against_format=None):
     """Validate H5MD files and split manifests; optionally compare them with their source.
 
     Parameters
@@ -1058,6 +1089,9 @@ def validate(paths, *, comm=None, profile="all", against=None, tolerance=None, s
         Progress bar on rank 0 for the comparison.
     on_overlap : {"error", "later", "first"}
         How the source's overlapping segments are joined (as ``convert --on-overlap``).
+    on_truncated : {"error", "drop"}
+        A source segment whose last frame is incomplete: refuse, or compare without that
+        frame (as ``convert --on-truncated``).
     against_format : str, optional
         Read the source's segments as this format whatever their extension (``LAMMPS`` for a
         LAMMPS DCD), as ``convert(format=...)``.
@@ -1087,7 +1121,8 @@ def validate(paths, *, comm=None, profile="all", against=None, tolerance=None, s
     against = [os.fspath(p) for p in against or []]
     if against_format is not None and not against:
         raise UsageError("--against-format names the format of the --against source: give the source")
-    source = root_call(comm, scan, against, on_overlap, format=against_format) if against else None
+    source = (root_call(comm, scan, against, on_overlap, format=against_format, on_truncated=on_truncated)
+              if against else None)
     if profile != "h5md" and comm.rank == 0:
         import MDAnalysis.coordinates.H5MD  # noqa: F401 - imported once, before the forked readers
     reports = []

@@ -1,5 +1,7 @@
 """``h5mdtool info``."""
 
+import sys
+
 import click
 import numpy as np
 
@@ -25,11 +27,23 @@ def command(file, as_json):
       h5mdtool info md.h5md --json | python -m json.tool
       h5mdtool info md.h5md | head
     """
-    from ..check.info import info
-    from ..parallel.mpi import resolve
+    from ..check.info import info, unreadable_record
+    from ..parallel.errors import InputError
+    from ..parallel.mpi import debug_enabled, resolve
 
     comm = resolve()
-    result = info(file, comm=comm)
+    try:
+        result = info(file, comm=comm)
+    except InputError as error:
+        if debug_enabled():
+            raise
+        record = unreadable_record(file, error)
+        if comm.rank == 0:
+            if as_json:
+                emit_json(record)
+            finding = record["findings"][0]
+            click.echo(f"error: {finding['message']} ({finding['rule']})", err=True)
+        sys.exit(error.exit_code)
     if comm.rank != 0:
         return
     if as_json:

@@ -1,13 +1,14 @@
 """The ``h5mdtool`` command line: a click group over the library API.
 
-Each command lives in its own module of :mod:`h5mdtool.cli.main` and only parses options, calls the library and
+Each command lives in its own module of :mod:`h5mdtool.cli` and only parses options, calls the library and
 prints. Errors derived from :class:`~h5mdtool.parallel.errors.H5mdToolError` become one
 ``error: ...`` line on standard error and the error's exit code (1, or 2 for usage errors);
 ``--debug`` shows the traceback instead. click's own usage errors (a missing option, a
-value of the wrong type) become one such line with exit code 2 too. :func:`main` installs
-the signal handling of :mod:`h5mdtool.parallel.interrupts`: SIGINT, SIGTERM, SIGHUP (and the batch
-systems' SIGUSR1, SIGUSR2, SIGXCPU) remove the
-temporaries, print ``error: interrupted`` and exit with 128 + the signal number. Under
+value of the wrong type) become one such line with exit code 2 too. The command's entry
+point (:func:`h5mdtool.__main__.main`) installs the signal handling of
+:mod:`h5mdtool.parallel.interrupts` before anything heavy is imported: SIGINT, SIGTERM, SIGHUP (and
+the batch systems' SIGUSR1, SIGUSR2, SIGXCPU) remove the temporaries, print
+``error: interrupted`` and exit with 128 + the signal number. Under
 mpirun, help, version and errors are printed by rank 0 only (:class:`RankZeroHelp`).
 """
 
@@ -195,7 +196,8 @@ def stop_on_closed_output():
 
 
 def main(argv=None):
-    """Console-script entry point (the only place that installs signal handlers)."""
+    """Run the command line; with the signal handlers that :mod:`h5mdtool.__main__` installs
+    before it imports this module (installed here when called otherwise)."""
     keep_freed_heap()
     interrupts.install()
     try:

@@ -102,7 +102,7 @@ index_option = click.option("--index", "-n", "index_file", type=IndexFile(), def
 
 atom_options = compose(
     click.option("--topology", "-t", type=str, default=None, metavar="FILE", help="Topology file (PSF, GRO, PDB, TPR...): checked against the trajectory's atom count, used by --select, and stored in the output (species, mass, charge, id, bonds and the VMD structure module) so the file is self-contained."),
-    click.option("--select", "-s", type=str, default=None, metavar="SEL", help='Atoms to keep: an MDAnalysis selection, e.g. "protein" (needs --topology, unless the input is an H5MD file carrying its own), or with -n a group of the index file by name or number, e.g. Protein or 1. Default: all atoms.'),
+    click.option("--select", "-s", type=str, default=None, metavar="SEL", help='Atoms to keep: an MDAnalysis selection, e.g. "protein" (needs --topology, unless the input is an H5MD file carrying its own), or with -n a group of the index file by name or number, e.g. Protein or 1. Geometric selections (around, sphzone, prop z...) are evaluated on the first selected frame of the trajectory (positions and box), as Universe(topology, trajectory) of MDAnalysis would at that frame, never on the coordinates of the topology (a PSF has none). Default: all atoms.'),
     click.option("--atom-indices", "atom_indices_file", type=str, default=None, metavar="FILE", help="Text file of 0-based atom indices to keep (increasing; whitespace or commas), as mdconvert's -a; an alternative to --select and -n that needs no topology."),
     index_option,
 )

@@ -4,7 +4,7 @@ import sys
 
 import click
 
-from .options import emit_json, input_format_option, segment_options
+from .options import emit_json, input_format_option, segment_options, truncation_option
 
 
 def expand_greedy(args, option="--against"):
@@ -48,14 +48,15 @@ class GreedyCommand(click.Command):
 @click.option("--against", multiple=True, metavar="SOURCE...",
               help="Source trajectory (XTC, TRR, DCD or H5MD; several files are its segments, in order; put --against after the files). Every frame's positions, velocities, forces, step, time and box are compared; frames are divided among MPI ranks.")
 @click.option("--tolerance", type=click.FloatRange(min=0), default=None,
-              help="Absolute tolerance of --against, in nm for positions and box (nm/ps, kJ/(mol nm) for velocities, forces). Default: exact for float32 sources in the file's units (XTC, TRR), 2.5e-7 relative where units are converted (DCD), half the recorded precision of lossy files. A NaN or inf on either side is a difference whatever the tolerance.")
+              help="Absolute tolerance of --against, in nm for positions and box (nm/ps, kJ/(mol nm) for velocities, forces). Default: exact for float32 sources in the file's units (XTC, TRR), the box included; 2.5e-7 relative where units are converted (DCD; the box within 1e-6 of its largest edge); half the recorded precision of lossy files. A NaN or inf on either side is a difference whatever the tolerance.")
 @input_format_option("--against-format", dest="against_format", subject="the --against source's files")
 @segment_options
+@truncation_option
 @click.option("--strict", is_flag=True, help="Warnings fail too (exit status 1).")
 @click.option("--notes", is_flag=True, help="Also print notes (points of the specification no known reader depends on); --json always has them.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document: files, findings (rule, severity, path, message, fix), comparisons, totals, exit code.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on rank 0 for --against. Default: on when standard error is a terminal.")
-def command(files, profile, against, tolerance, against_format, on_overlap, strict, notes, as_json, progress):
+def command(files, profile, against, tolerance, against_format, on_overlap, on_truncated, strict, notes, as_json, progress):
     """Check H5MD files: H5MD 1.1 conformance, MDAnalysis readability, layout lint, data.
 
     The data rules need no source: frames of zeros, NaN or inf, frames far outside the box,
@@ -77,6 +78,7 @@ def command(files, profile, against, tolerance, against_format, on_overlap, stri
     Examples:
       h5mdtool validate md.h5md
       h5mdtool validate md.h5md --against part1.xtc part2.xtc
+      h5mdtool validate md.h5md --against crashed.xtc --on-truncated drop
       mpirun -n 4 h5mdtool validate md.h5md --against md.xtc --json
       h5mdtool validate parts/manifest.json --against md.xtc
       h5mdtool validate md.h5md --against-format LAMMPS --against lammps.dcd
@@ -86,7 +88,8 @@ def command(files, profile, against, tolerance, against_format, on_overlap, stri
 
     comm = resolve()
     report = validate(list(files), comm=comm, profile=profile, against=list(against), tolerance=tolerance,
-                      strict=strict, progress=progress, on_overlap=on_overlap, against_format=against_format)
+                      strict=strict, progress=progress, on_overlap=on_overlap, on_truncated=on_truncated,
+                      against_format=against_format)
     if comm.rank == 0:
         if as_json:
             emit_json(report.as_dict())
@@ -104,7 +107,7 @@ def print_report(report, notes=False):
     for file in report.files:
         if not file.readable:
             for finding in file.findings:
-                click.echo(f"error: {finding.message}", err=True)
+                click.echo(f"error: {finding.message} ({finding.rule})", err=True)
             continue
         counts = [_plural(file.count(s), s) for s in ("error", "warning", "note") if file.count(s)]
         click.echo(f"{file.file}: {', '.join(counts) if counts else 'no findings'}")

@@ -32,6 +32,7 @@ import time
 import numpy as np
 
 from ..formats import check_trajectory, load_decoders, scan
+from ..h5md.codecs import register_plugins
 from ..h5md.layout import Layout
 from ..h5md.provenance import base_record
 from ..h5md.units import unit_of
@@ -329,6 +330,7 @@ def append(inputs, target, *, comm=None, on_overlap="error", on_truncated="error
     inputs = [os.fspath(p) for p in ([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)]
     target = os.fspath(target)
     require_parallel_h5py(comm)
+    register_plugins()  # the file's chunks may use hdf5plugin's filters, on every rank
     if comm.rank != 0:
         load_decoders(inputs, format)
     lock = root_call(comm, _lock, target)

@@ -51,8 +51,23 @@ def group_atoms(index_file, key, n_atoms):
     return group, np.asarray(indices, np.int64)
 
 
-def resolve_atoms(n_atoms, *, topology=None, select=None, index_file=None, atom_indices_file=None):
+def first_selected_frame(index, frames):
+    """For :func:`resolve_atoms`: a callable reading the first of trajectory *frames* that holds
+    positions (Angstrom, MDAnalysis ``dimensions``), where geometric selections are evaluated."""
+    def read():
+        from ..formats import read_frame
+
+        held = np.asarray(frames)[index.fields["positions"][frames]]
+        return read_frame(index, int(held[0]))
+
+    return read
+
+
+def resolve_atoms(n_atoms, *, topology=None, select=None, index_file=None, atom_indices_file=None, frame=None):
     """The topology Universe (or None) and the atoms to keep (None: all), from the user's options.
+
+    An MDAnalysis selection is evaluated on the coordinates *frame* gives (a callable, see
+    :func:`first_selected_frame`; the topology's own coordinates when None).
 
     Raises
     ------
@@ -67,7 +82,7 @@ def resolve_atoms(n_atoms, *, topology=None, select=None, index_file=None, atom_
         given = "--select" if index_file is None else "-n/--index"
         raise UsageError(f"give the atoms with --atom-indices or with {given}, not both")
     if index_file is None:
-        universe, indices = select_atoms(topology, select, n_atoms)
+        universe, indices = select_atoms(topology, select, n_atoms, frame)
         if atom_indices_file is not None:
             indices = read_atom_indices(atom_indices_file, n_atoms)
         return universe, indices
@@ -81,4 +96,4 @@ def resolve_atoms(n_atoms, *, topology=None, select=None, index_file=None, atom_
     if universe is None:
         raise UsageError(f"{select!r} is not a group of {index_file} ({names}); give a group's name or number "
                          "(or --topology to read it as an MDAnalysis selection)")
-    return universe, pick_atoms(universe, select, topology)
+    return universe, pick_atoms(universe, select, topology, frame)

@@ -33,7 +33,7 @@ from ..parallel.outputs import (
 )
 from ..parallel.progress import progress_bar
 from ..parallel.testhooks import delay
-from .atomselect import resolve_atoms
+from .atomselect import first_selected_frame, resolve_atoms
 
 #: Default memory for one block of frames on one rank, in bytes; each rank holds two blocks
 #: (one being decoded while the other is written).
@@ -184,7 +184,7 @@ def _plan(comm, inputs, output, *, topology, select, index_file, atom_indices_fi
             and index.formats == ["H5MD"] and carries_topology(inputs[0]):
         topology = inputs[0]  # the input carries its own topology: rewrite it for the atoms kept
     _, atom_indices = resolve_atoms(index.n_atoms, topology=topology, select=select, index_file=index_file,
-                                    atom_indices_file=atom_indices_file)
+                                    atom_indices_file=atom_indices_file, frame=first_selected_frame(index, frames))
     fields = ["positions"]
     if velocities and index.has("velocities") and index.fields["velocities"][frames].any():
         fields.append("velocities")

@@ -21,13 +21,13 @@ May import: :mod:`h5mdtool.h5md` (the chunk reader, codecs) and :mod:`h5mdtool.p
 from .base import ATOM_FIELDS, FIELDS, UNITS, Format, FrameBlock, Segment
 from .registry import EXTENSIONS, REGISTRY, detect_format, format_class, load_decoders
 from .trajectory import (
-    OVERLAP_POLICIES, TRUNCATION_POLICIES, TrajectoryIndex, TrajectoryReader, check_trajectory, scan, scan_segment,
-    select_frames
+    OVERLAP_POLICIES, TRUNCATION_POLICIES, TrajectoryIndex, TrajectoryReader, check_trajectory, read_frame, scan,
+    scan_segment, select_frames
 )
 
 __all__ = [
     "ATOM_FIELDS", "EXTENSIONS", "FIELDS", "OVERLAP_POLICIES", "REGISTRY", "TRUNCATION_POLICIES", "UNITS",
     "Format", "FrameBlock", "Segment", "TrajectoryIndex", "TrajectoryReader", "check_trajectory", "detect_format",
-    "format_class",
+    "format_class", "read_frame",
     "load_decoders", "scan", "scan_segment", "select_frames",
 ]

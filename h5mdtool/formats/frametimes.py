@@ -69,14 +69,16 @@ def select_by_time(times, begin=None, end=None, dt=None, dt_origin="zero"):
     Raises
     ------
     UsageError
-        If *dt* is not positive, *end* is before *begin*, or no frame is selected.
+        If *dt* is not positive, *end* is before *begin* (compared as float32, as the times
+        are: ``-b 1000000 -e 999999.99`` keeps the frame at 1000000 ps, as gmx trjconv does),
+        or no frame is selected.
     """
     if dt_origin not in DT_ORIGINS:
         raise ValueError(f"dt_origin must be one of {', '.join(DT_ORIGINS)}, got {dt_origin!r}")
     if dt is not None and not dt > 0:
         raise UsageError(f"--dt must be a positive time in ps, got {dt}")
-    if begin is not None and end is not None and end < begin:
-        raise UsageError(f"-e {end} ps is before -b {begin} ps")
+    if begin is not None and end is not None and np.float32(end) < np.float32(begin):
+        raise UsageError(f"-e {end} ps is before -b {begin} ps (as float32, as the times are compared)")
     times = np.asarray(times, np.float32).astype(np.float64)
     keep = np.ones(len(times), bool)
     if begin is not None:

@@ -12,7 +12,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ..parallel.errors import InputError, OverlapError, UsageError
-from .base import ATOM_FIELDS, FIELDS, FrameBlock, unwrap_steps, with_stored_steps
+from .base import ANGSTROM_PER_NM, ATOM_FIELDS, FIELDS, FrameBlock, unwrap_steps, with_stored_steps
 from .registry import REGISTRY, detect_format
 
 #: How segment overlaps (restarts) are handled: refuse them; keep the later segment's frames
@@ -316,10 +316,14 @@ def select_frames(n_frames, start=None, stop=None, step=None):
         raise UsageError(f"--step must be a positive number of frames, got {step}")
     frames = range(n_frames)[slice(start, stop, step)]
     if len(frames) == 0:
-        raise UsageError(
-            f"the frame selection start={start} stop={stop} step={step} picks none of the "
-            f"{n_frames} frames"
-        )
+        asked = " ".join(f"{flag} {value}" for flag, value in (("--start", start), ("--stop", stop), ("--step", step))
+                         if value is not None)
+        first, end, _ = slice(start, stop, step).indices(n_frames)
+        if first >= n_frames:
+            raise UsageError(f"{asked} selects no frame: the trajectory has {n_frames} frame(s)"
+                             + (f" (0-{n_frames - 1})" if n_frames else ""))
+        raise UsageError(f"{asked} is an empty range: it starts at frame {first} and stops before frame {end} "
+                         f"(of the {n_frames} frames, 0-{n_frames - 1})")
     return frames
 
 
@@ -466,3 +470,27 @@ class TrajectoryReader:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def read_frame(index, frame):
+    """All positions (Angstrom, float32) and the box (MDAnalysis ``dimensions``, or None) of
+    trajectory frame *frame* of *index*, read through :class:`~h5mdtool.formats.TrajectoryReader`.
+
+    The box is given when the frame holds one and every dimension is periodic.
+
+    Raises
+    ------
+    InputError
+        If the frame cannot be read.
+    """
+    fields = ("positions", "box") if "box" in index.fields else ("positions",)
+    with TrajectoryReader(index, None, fields) as reader:
+        block = reader.read(np.array([frame], np.int64), reader.new_block(1))
+        positions = (np.asarray(block.positions[0], np.float64) * ANGSTROM_PER_NM).astype(np.float32)
+        edges = np.asarray(block.edges[0], np.float64) * ANGSTROM_PER_NM
+    boxed = "box" in index.fields and bool(index.fields["box"][frame])
+    if not (boxed and edges.any() and all(b == "periodic" for b in index.boundary)):
+        return positions, None
+    from MDAnalysis.lib.mdamath import triclinic_box
+
+    return positions, triclinic_box(*edges)

@@ -96,14 +96,27 @@ def read_universe(path, what="topology"):
         raise InputError(f"{path}: cannot read {what} ({_reason(error)})") from None
 
 
-def pick_atoms(universe, selection, topology):
+def pick_atoms(universe, selection, topology, frame=None):
     """Indices of the atoms of *universe* matched by *selection*.
+
+    Parameters
+    ----------
+    frame : callable, optional
+        Returns the positions (Angstrom) and MDAnalysis ``dimensions`` (or None) of the
+        trajectory frame that geometric selections (``around``, ``sphzone``, ``prop z``...)
+        are evaluated on, as in ``Universe(topology, trajectory)`` at that frame; they become
+        *universe*'s coordinates. Without it, the topology's own coordinates are used.
 
     Raises
     ------
     InputError
         If the selection is invalid or matches nothing.
     """
+    if frame is not None:
+        from MDAnalysis.coordinates.memory import MemoryReader
+
+        positions, dimensions = frame()
+        universe.load_new(positions[np.newaxis], format=MemoryReader, dimensions=dimensions)
     try:
         group = universe.select_atoms(selection)
     except Exception as error:  # noqa: BLE001
@@ -113,8 +126,9 @@ def pick_atoms(universe, selection, topology):
     return np.asarray(group.indices, dtype=np.int64)
 
 
-def select_atoms(topology, selection, n_atoms):
-    """The topology's Universe and the atom indices picked by *selection* (None for all atoms).
+def select_atoms(topology, selection, n_atoms, frame=None):
+    """The topology's Universe and the atom indices picked by *selection* (None for all atoms),
+    evaluated on the coordinates *frame* gives (see :func:`pick_atoms`).
 
     Returns
     -------
@@ -135,7 +149,7 @@ def select_atoms(topology, selection, n_atoms):
     universe = load_topology(topology)
     if len(universe.atoms) != n_atoms:
         raise InputError(f"{topology} has {len(universe.atoms)} atoms but the trajectory has {n_atoms}")
-    return universe, (None if selection is None else pick_atoms(universe, selection, topology))
+    return universe, (None if selection is None else pick_atoms(universe, selection, topology, frame))
 
 
 def read_atom_indices(path, n_atoms):

@@ -27,6 +27,7 @@ the part files; :func:`read_manifest` refuses a manifest with one line naming th
 import hashlib
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -141,6 +142,9 @@ def load_document(path, error=InputError):
             return json.load(handle)
     except (OSError, ValueError) as problem:
         raise error(f"{path}: not a readable JSON manifest ({problem})") from None
+    except RecursionError:
+        raise error(f"{path}: not a readable JSON manifest (arrays or objects nested deeper than "
+                    f"Python's recursion limit, {sys.getrecursionlimit()})") from None
 
 
 # -- the document ----------------------------------------------------------------------
@@ -157,6 +161,15 @@ def _is_step(value):
 
 def _is_time(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)
+
+
+def _unusable_name(relative):
+    """Why *relative* can name no file on any file system (a NUL, an unencodable character), or None."""
+    try:
+        encoded = os.fsencode(relative)
+    except UnicodeError as problem:
+        return f"cannot be encoded for the file system ({problem.reason})"
+    return "holds a NUL character" if b"\0" in encoded else None
 
 
 def _escapes(relative):
@@ -238,6 +251,11 @@ def document_problems(document, directory="."):
             kind = "an integer" if key in STEP_KEYS else "a finite number" if key in TIME_KEYS else "a whole number >= 0"
             add("MAN012", where, f"{key} must be {kind}, got {entry[key]!r}")
         if bad:
+            usable = False
+            continue
+        unusable = _unusable_name(name)
+        if unusable:  # named by number: the name itself cannot be printed as it is
+            add("MAN007", f"#{number}", f"path {name!r} {unusable}")
             usable = False
             continue
         if _escapes(name):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..conversion.atomselect import resolve_atoms
+from ..conversion.atomselect import first_selected_frame, resolve_atoms
 from ..conversion.convert import ConvertPlan, choose_split_xyz, write_h5md_file
 from ..formats import check_trajectory, detect_format, scan
 from ..formats.frametimes import check_one_selection, describe_frames, select_trajectory_frames
@@ -249,7 +249,8 @@ def _plan(comm, inputs, outdir, nparts, *, part_format, on_overlap, on_truncated
             topology = inputs[0]  # the input carries its own topology: rewrite it for the atoms kept
         _, atom_indices = resolve_atoms(index.n_atoms, topology=topology, select=options["select"],
                                         index_file=options["index_file"],
-                                        atom_indices_file=options["atom_indices_file"])
+                                        atom_indices_file=options["atom_indices_file"],
+                                        frame=first_selected_frame(index, frames))
         layout.resolve_precision(index)
         layout.plan_chunks(min(stop - start for start, stop in parts),
                            index.n_atoms if atom_indices is None else len(atom_indices))

@@ -83,6 +83,13 @@ def test_top_level_holds_only_the_package_entry_points():
     assert entries == {"__init__.py", "__main__.py"}
 
 
+def test_every_import_names_a_module_that_exists():
+    modules, graph = _graph()
+    missing = [f"{module}:{line} imports {target}" for module, imports in graph.items()
+               for target, _, line in imports if target not in modules]
+    assert not missing, "imports of modules that do not exist:\n" + "\n".join(missing)
+
+
 def test_imports_go_down_the_layers():
     modules, graph = _graph()
     upward = []

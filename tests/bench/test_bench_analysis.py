@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from conftest import ROOT
 from benchcheck import check_report, every_report_adds_up, mdanalysis_rmsd  # noqa: F401 - autouse fixture
+from conftest import run_h5mdtool
 from h5mdtool import bench_rmsd, convert, split
 from h5mdtool.cli.main import cli
 from h5mdtool.parallel.errors import InputError, UsageError
@@ -216,8 +217,34 @@ def test_strided_frames_on_chunked_h5md_follow_chunks(adk, adk_h5md):
     result = bench_rmsd(adk_h5md, adk[0], start=2, step=3, block_frames=5)
     close(result, reference)
     assert result["report"]["partition"]["scheme"] == "chunks"
-    with pytest.raises(UsageError, match="selects none"):
+    with pytest.raises(UsageError, match="--start 50 --stop 40 is an empty range: it starts at frame 50 and stops "
+                                         "before frame 40"):
         bench_rmsd(adk[1], adk[0], start=50, stop=40)
+
+
+def test_empty_frame_range_is_named(adk):
+    """Regression: --start 5 --stop 5 was refused as "--step None selects none"."""
+    result = run_h5mdtool(["bench", "rmsd", adk[1], "-t", adk[0], "--start", "5", "--stop", "5"])
+    assert result.returncode == 2
+    assert result.stderr == ("error: --start 5 --stop 5 is an empty range: it starts at frame 5 and stops before "
+                             "frame 5 (of the 98 frames, 0-97)\n")
+
+
+@pytest.mark.parametrize("engine", ["blocks", "frames"])
+def test_nonfinite_positions_named_by_frame_and_atom(tmp_path, adk, adk_frames, engine):
+    """Regression: the frames engine reported a NaN position as "LinAlgError: SVD did not converge"."""
+    from MDAnalysis.lib.formats.libmdaxdr import TRRFile
+
+    path = str(tmp_path / "nan.trr")
+    frames = adk_frames[:12].copy()
+    frames[7, 30, 1] = np.nan
+    with TRRFile(path, "w") as handle:
+        for number, xyz in enumerate(frames):
+            handle.write(xyz, None, None, np.diag([50.0] * 3).astype(np.float32), number, float(number), 0.0, len(xyz))
+    with pytest.raises(InputError) as caught:
+        bench_rmsd(path, adk[0], engine=engine, select="name CA or index 30")
+    assert str(caught.value) == (f"{path}: frame 7 holds non-finite positions (atom 30); h5mdtool refuses NaN and "
+                                 "infinite values")
 
 
 def test_time_selection_like_gmx(tmp_path, adk, adk_segments):

@@ -29,12 +29,13 @@ def _frames(n_frames, seed=7):
     return positions, velocities, forces
 
 
-def write_trr(path, n_frames, poison=None):
-    """A TRR of *n_frames* frames with x, v, f; *poison* = (field, frame, value) changes one entry."""
+def write_trr(path, n_frames, poison=None, edge=5.0):
+    """A TRR of *n_frames* frames with x, v, f and a cubic box of *edge* nm; *poison* =
+    (field, frame, value) changes one entry."""
     from MDAnalysis.lib.formats.libmdaxdr import TRRFile
 
     positions, velocities, forces = _frames(n_frames)
-    box = np.diag([5.0, 5.0, 5.0]).astype(np.float32)
+    box = np.diag([edge] * 3).astype(np.float32)
     data = {"positions": positions, "velocities": velocities, "forces": forces}
     if poison:
         field, frame, value = poison
@@ -128,6 +129,50 @@ def test_against_reports_every_changed_value_at_its_frame(comm, shared_tmp, sour
     assert report.exit_code == 1
     against = [f for f in report.files[0].errors if f.rule == "AGAINST002"]
     assert len(against) == 1 and f"frame {frame}: " in against[0].message
+
+
+def _nudge(path, field, index, change):
+    with h5py.File(path, "r+") as f:
+        dataset = f[_dataset_path(field)]
+        old = dataset[index]
+        dataset[index] = old + 1e-5 if change == "1e-5" else np.nextafter(old, np.inf, dtype=dataset.dtype)
+
+
+@pytest.mark.parametrize("change", ["ulp", "1e-5"])
+@pytest.mark.parametrize("fmt,field", [("TRR", "positions"), ("TRR", "velocities"), ("TRR", "forces"),
+                                       ("TRR", "box"), ("XTC", "positions"), ("XTC", "box")])
+def test_against_float32_sources_compare_exactly(tmp_path, sources, fmt, field, change):
+    """Any change of a value copied from a float32 source in the file's units is a difference,
+    the box included."""
+    paths, copies = sources
+    path = str(tmp_path / "nudged.h5md")
+    shutil.copy(copies[fmt], path)
+    _nudge(path, field, (5, 0, 0) if field == "box" else (5, 3, 1), change)
+    result = compare_with_source([path], [paths[fmt]])
+    assert [(d["frame"], d["differs"]) for d in result["differing"]] == [(5, [field])]
+
+
+@pytest.mark.parametrize("change", ["ulp", "1e-5"])
+@pytest.mark.parametrize("source", ["solvated", "15 nm box"])
+def test_against_trr_box_edge_changed_slightly(tmp_path, solvated, source, change):
+    """Regression: a box edge changed by 1e-5 nm (within 1e-6 of a 15 nm edge), or by one unit
+    in the last place, passed --against a TRR, though float32 sources compare exactly."""
+    from MDAnalysis.lib.formats.libmdaxdr import TRRFile
+
+    trr = solvated["TRR"] if source == "solvated" else str(tmp_path / "big.trr")
+    if source != "solvated":
+        write_trr(trr, 6, edge=15.0)
+    with TRRFile(trr) as handle:
+        boxes = np.array([frame.box for frame in handle])
+    edge = tuple(int(i) for i in np.unravel_index(np.argmax(boxes[3]), boxes[3].shape))
+    path = str(tmp_path / "copy.h5md")
+    convert(trr, path, progress=False)
+    assert compare_with_source([path], [trr])["n_differing"] == 0
+    _nudge(path, "box", (3,) + edge, change)
+    with h5py.File(path, "r") as f:
+        assert f[_dataset_path("box")][(3,) + edge] != boxes[(3,) + edge]
+    result = compare_with_source([path], [trr])
+    assert [(d["frame"], d["differs"]) for d in result["differing"]] == [(3, ["box"])]
 
 
 @pytest.mark.mpi

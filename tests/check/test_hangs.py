@@ -46,7 +46,7 @@ def run(args, timeout=90, **env):
 def test_fifo_given_as_the_file(fifo, command):
     """Regression: opening a FIFO blocks until a writer appears."""
     result = run([command, fifo])
-    assert result.returncode == 2 and result.stderr == f"error: {fifo}: is a FIFO, not a regular file\n"
+    assert result.returncode == 2 and result.stderr == f"error: {fifo}: is a FIFO, not a regular file (FILE001)\n"
 
 
 def test_fifo_given_as_a_manifest_or_part(tmp_path, fifo):
@@ -149,7 +149,10 @@ def test_hdf5_hang_is_stopped(small, tmp_path):
     assert [f["rule"] for f in findings] == ["FILE005"]
     result = run(["info", path], H5MDTOOL_READ_TIMEOUT="3")
     assert result.returncode == 1 and result.stderr.startswith(f"error: {path}: reading the file made no progress for 3 s")
-    assert result.stderr.count("\n") == 1
+    assert result.stderr.count("\n") == 1 and result.stderr.endswith("(FILE005)\n")
+    result = run(["info", path, "--json"], H5MDTOOL_READ_TIMEOUT="3")
+    assert result.returncode == 1
+    assert [f["rule"] for f in json.loads(result.stdout)["findings"]] == ["FILE005"]
 
 
 def test_info_stripe_alignment_is_not_quadratic(tmp_path):

@@ -157,12 +157,24 @@ def test_info_stripe_alignment_and_chunk_reason(tmp_path, adk):
 
 
 def test_info_of_unreadable_files(tmp_path):
+    """Regression: ``info --json`` printed no JSON for a file it could not read, and the
+    ``error:`` line named no rule."""
+    import os
+
     (tmp_path / "junk.h5md").write_text("junk")
-    for path in (tmp_path / "junk.h5md", tmp_path / "missing.h5md", tmp_path):
-        with pytest.raises(UnreadableError):
+    os.mkfifo(tmp_path / "fifo.h5md")
+    for path in (tmp_path / "junk.h5md", tmp_path / "missing.h5md", tmp_path, tmp_path / "fifo.h5md"):
+        with pytest.raises(UnreadableError) as caught:
             info(str(path))
+        line = f"error: {caught.value} (FILE001)\n"
         result = CliRunner().invoke(cli, ["info", str(path)])
-        assert result.exit_code == 2 and result.output.startswith("error: ") and result.output.count("\n") == 1
+        assert result.exit_code == 2 and result.output == line
+        result = CliRunner().invoke(cli, ["info", str(path), "--json"])
+        assert result.exit_code == 2 and result.stderr == line
+        document = json.loads(result.stdout)
+        assert document["file"] == str(path) and document["readable"] is False and document["errors"] == 1
+        assert [(f["rule"], f["message"]) for f in document["findings"]] == [("FILE001", str(caught.value))]
+        assert str(path) in str(caught.value)
 
 
 def test_info_of_a_plain_hdf5_file(tmp_path):

@@ -119,6 +119,35 @@ def test_nonfinite_box_and_time(tmp_path, good):
                                               (f"/{TRAJ}/position/time", "time is NaN or inf at frame 3 (1 of 4 frames)")]
 
 
+@pytest.mark.parametrize("value", [np.nan, np.inf])
+@pytest.mark.parametrize("profile", ["h5md", "mdanalysis", "all"])
+def test_nonfinite_observables(tmp_path, good, value, profile):
+    """Regression: NaN inside an /observables value passed validate."""
+    def observables(f):
+        step = f[f"{TRAJ}/position/step"]
+        energy = f.create_group("observables/energy")
+        energy["value"] = np.array([1.0, 2.0, value, 4.0])
+        energy["step"] = step
+        pressure = f.create_group("observables/thermo/pressure")
+        pressure.create_dataset("value", data=np.ones((4, 3, 3)), chunks=(1, 3, 3))
+        pressure["value"][1, 2, 0] = value
+        pressure["value"][3, 0, 1] = value
+        pressure["step"] = step
+        f.create_group("observables/count")["value"] = np.array([1, 2, 3, 4])  # integers: never NaN
+        f["observables/count/step"] = step
+        f["observables/reference_temperature"] = np.array([300.0, value])  # time-independent
+
+    path = changed(tmp_path, good, observables)
+    assert sorted(found(path, "DATA002", profile)) == [
+        ("/observables/energy/value", "observable energy values are NaN or inf at frame 2 (1 of 4 frames)"),
+        ("/observables/reference_temperature", "observable reference_temperature is NaN or inf"),
+        ("/observables/thermo/pressure/value", "observable pressure values are NaN or inf at frames 1, 3 (2 of 4 frames)"),
+    ]
+    clean = changed(tmp_path, good, lambda f: f.create_group("observables/energy").update(
+        value=np.arange(4.0), step=f[f"{TRAJ}/position/step"]), "clean.h5md")
+    assert found(clean, "DATA002", profile) == []
+
+
 @pytest.mark.parametrize("lengths,flagged", [(101, True), (-100.5, True), (99, False), (-99, False)])
 def test_far_outside_the_box(tmp_path, good, lengths, flagged):
     """A frame moved by more than 100 box lengths (in x) is flagged; unwrapped drift below that is not."""

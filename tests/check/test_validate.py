@@ -596,6 +596,29 @@ def test_against_box_mismatch_and_unreadable(tmp_path, solvated):
     assert result.exit_code == 1 and result.output.startswith("error: ") and result.output.count("\n") == 1
 
 
+
+def test_against_truncated_source_with_on_truncated_drop(tmp_path, adk_frames):
+    """A file made with ``convert --on-truncated drop`` is checked against that source."""
+    from conftest import write_xtc
+    from h5mdtool.formats import scan
+
+    source = str(tmp_path / "crashed.xtc")
+    write_xtc(source, adk_frames[:5], np.arange(5), np.arange(5.0))
+    start = int(scan([source]).segments[0].offsets[4])
+    with open(source, "r+b") as handle:
+        handle.truncate(start + 200)
+    path = str(tmp_path / "kept.h5md")
+    convert(source, path, on_truncated="drop", progress=False)
+    refused = CliRunner().invoke(cli, ["validate", path, "--against", source])
+    assert refused.exit_code == 1 and "--on-truncated drop" in refused.output
+    result = CliRunner().invoke(cli, ["validate", path, "--against", source, "--on-truncated", "drop", "--json"])
+    assert result.exit_code == 0, result.output
+    comparison = json.loads(result.stdout)["files"][0]["comparison"]
+    assert comparison["compared_frames"] == comparison["source_n_frames"] == 4 and comparison["n_differing"] == 0
+    changed = mutated(tmp_path, path, lambda f: f[f"{TRAJ}/position/value"].__setitem__((3, 0, 0), 99.0))
+    report = validate([changed], against=[source], on_truncated="drop")
+    assert [f.rule for f in report.files[0].errors] == ["AGAINST002"]
+
 # -- manifests ----------------------------------------------------------------------------
 
 

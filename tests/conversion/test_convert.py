@@ -400,7 +400,8 @@ def test_output_is_input_refused(tmp_path, adk_frames):
         ({"chunk_frames": 0}, "chunk-frames"),
         ({"stripe_size": 1000}, "multiple of 64K"),
         ({"select": "name CA"}, "--topology"),
-        ({"start": 200}, "picks none"),
+        ({"start": 200}, "--start 200 selects no frame: the trajectory has 98 frame"),
+        ({"start": 5, "stop": 5}, "--start 5 --stop 5 is an empty range: it starts at frame 5 and stops before frame 5"),
         ({"step": 0}, "positive"),
     ],
 )

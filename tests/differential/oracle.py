@@ -403,9 +403,9 @@ def select_times(times, begin=None, end=None, dt=None):
     """
     if times is None:
         raise Refusal("the source records no time: -b/-e/--dt refused")
-    if begin is not None and end is not None and end < begin:
-        raise Refusal("-e before -b")
     real = np.float32
+    if begin is not None and end is not None and real(end) < real(begin):
+        raise Refusal("-e before -b")
     tolerance = 2 * float(np.finfo(np.float32).eps)
     kept, first = [], None
     for number, value in enumerate(times):

@@ -168,7 +168,8 @@ def test_empty_time_selection_is_one_line_error(tmp_path, solvated):
     assert done.stderr.strip().splitlines() == ["error: -b 950 selects none of the 10 frames (times 0-900 ps)"]
     assert os.listdir(tmp_path) == []
     done = run_h5mdtool(["convert", solvated["XTC"], "-o", str(out), "-b", "500", "-e", "100"])
-    assert done.returncode == 2 and done.stderr.strip() == "error: -e 100.0 ps is before -b 500.0 ps"
+    assert done.returncode == 2
+    assert done.stderr.strip() == "error: -e 100.0 ps is before -b 500.0 ps (as float32, as the times are compared)"
 
 
 def test_convert_cli_summary_names_the_frames(tmp_path, solvated):
@@ -355,6 +356,27 @@ def test_dt_counts_from_the_first_frame_as_gmx_trjconv(tmp_path, begin, dt):
     out = str(tmp_path / "o.h5md")
     convert(source, out, begin=begin, dt=dt, progress=False)
     np.testing.assert_array_equal(written(out)[2].astype(np.float32), gmx_times)
+
+
+@pytest.mark.parametrize("begin,end", [(1000000, 999999.99), (1000000, 999999.9), (999999.99, 1000000)])
+def test_begin_and_end_compared_as_float32(tmp_path, begin, end):
+    """Regression: -b 1000000 -e 999999.99 was refused as "-e before -b", though the two are
+    equal as float32, as GROMACS compares times (gmx trjconv keeps the frame at 1e6 ps)."""
+    times = np.array([999999.0, 999999.9375, 1000000.0, 1000000.0625, 1000001.0])
+    source = str(tmp_path / "late.xtc")
+    write_xtc(source, np.random.default_rng(1).random((len(times), 3, 3)) * 5, np.arange(len(times)) * 10, times)
+    expected = oracle_frames(source_frames(None, source)[0], begin, end)
+    out = str(tmp_path / "o.h5md")
+    if expected is None:
+        with pytest.raises(UsageError, match="before -b"):
+            convert(source, out, begin=begin, end=end, progress=False)
+        return
+    assert np.float32(begin) == np.float32(end) and len(expected) == 1  # the cases: one frame, at 1e6 ps
+    convert(source, out, begin=begin, end=end, progress=False)
+    np.testing.assert_array_equal(written(out)[2], times[expected])
+    if GMX is not None:
+        gmx_times = gmx_trjconv(source, str(tmp_path / "gmx.xtc"), "-b", begin, "-e", end)[0]
+        np.testing.assert_array_equal(gmx_times, times[expected])
 
 
 # -- MPI ------------------------------------------------------------------------------------------

@@ -97,3 +97,52 @@ def test_topology_errors(tmp_path, adk):
     assert done.returncode == 1 and done.stderr.startswith("error: ") and done.stderr.count("\n") == 1
     with pytest.raises(UsageError, match="--select needs --topology"):
         convert(adk[1], str(tmp_path / "o.h5md"), select="name CA", progress=False)
+
+
+GEOMETRIC_CASES = {
+    # GRO coordinates differ from the XTC's first frame: 2449 atoms on the GRO, 2452 on the XTC
+    "gro-first-frame": ("GRO", "XTC", "around 3 protein", {}),
+    "gro-from-5": ("GRO", "XTC", "around 3 protein", {"start": 5}),
+    "gro-by-time": ("GRO", "XTC", "prop z > 50", {"begin": 300}),
+    "psf-from-40": ("PSF", "DCD", "around 5 resid 10", {"start": 40, "step": 3}),
+    "psf-sphzone": ("PSF", "DCD", "sphzone 12 resid 100", {}),
+}
+
+
+def _oracle_atoms(top, traj, select, frames):
+    """MDAnalysis: Universe(topology, trajectory) at the first selected frame, then select_atoms."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        universe = mda.Universe(top, traj)
+    times = np.array([ts.time for ts in universe.trajectory])
+    if "begin" in frames:
+        first = int(np.flatnonzero(times.astype(np.float32) >= np.float32(frames["begin"]))[0])
+    else:
+        first = frames.get("start", 0)
+    universe.trajectory[first]
+    return universe.select_atoms(select).indices
+
+
+@pytest.mark.parametrize("case", list(GEOMETRIC_CASES))
+def test_geometric_selection_uses_the_first_selected_frame(tmp_path, case):
+    """Regression: a geometric --select with -t md.gro was evaluated on the GRO's coordinates,
+    and with a PSF (no coordinates) refused as invalid."""
+    import MDAnalysisTests.datafiles as data
+
+    top, traj, select, frames = GEOMETRIC_CASES[case]
+    top, traj = getattr(data, top), getattr(data, traj)
+    expected = _oracle_atoms(top, traj, select, frames)
+    output = str(tmp_path / "sel.h5md")
+    convert(traj, output, topology=top, select=select, progress=False, **frames)
+    with h5py.File(output, "r") as f:
+        np.testing.assert_array_equal(f["particles/trajectory/id"][()], expected)
+    if case == "gro-first-frame":
+        assert len(mda.Universe(top).select_atoms(select)) != len(expected)  # the case tells the two apart
+        from h5mdtool import split
+
+        split(traj, str(tmp_path / "parts"), 2, format="h5md", topology=top, select=select, progress=False)
+        for part in sorted((tmp_path / "parts").glob("*.h5md")):
+            with h5py.File(part, "r") as f:
+                np.testing.assert_array_equal(f["particles/trajectory/id"][()], expected)

@@ -257,6 +257,53 @@ def test_background_job_of_a_script_stops_on_sigint(tmp_path, adk):
     assert os.listdir(tmp_path) == []
 
 
+# ---------------------------------------------------------------- while starting
+
+
+def importing(marker, rank=None):
+    """A ``ready`` test: the h5mdtool process whose command line holds *marker* (the MPI rank
+    *rank* when given) has loaded numpy, so it is busy with its imports (about a second of
+    numpy, h5py and MDAnalysis) and has not started its work."""
+    def ready():
+        for entry in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                    command = handle.read()
+                if marker.encode() not in command or b"h5mdtool" not in command:
+                    continue
+                if rank is not None:
+                    with open(f"/proc/{entry}/environ", "rb") as handle:
+                        if f"OMPI_COMM_WORLD_RANK={rank}".encode() not in handle.read().split(b"\0"):
+                            continue
+                with open(f"/proc/{entry}/maps") as handle:
+                    if "_multiarray_umath" in handle.read():
+                        return True
+            except (OSError, ValueError):
+                continue
+        return False
+
+    return ready
+
+
+@pytest.mark.parametrize("ranks, target", [(None, "launcher"), (2, 0), (2, 1)], ids=["serial", "rank-0", "rank-1"])
+def test_sigint_during_the_imports(tmp_path, adk, ranks, target):
+    """Regression: Ctrl-C in the first second (serially, or to one rank) printed a
+    KeyboardInterrupt traceback from the imports: the handlers came after them."""
+    output = tmp_path / "out.h5md"
+    args = ["convert", adk[1], "-o", str(output), "--no-progress"]
+    result = interrupt(args, importing(str(output), None if target == "launcher" else target), "SIGINT",
+                       ranks=ranks, target=target, delays="convert-round:*:0.4")
+    assert "Traceback" not in result.stderr and "KeyboardInterrupt" not in result.stderr, result.stderr
+    assert result.returncode == 130, result.stderr
+    if ranks is None:
+        assert result.stderr == "error: interrupted\n"
+    elif target == 0:
+        assert_one_line(result, rank=0)
+    else:  # nothing to clean up yet: a rank other than 0 ends quietly (mpirun says which one ended)
+        assert result.error_lines == [], result.stderr
+    assert not output.exists() and os.listdir(tmp_path) == []
+
+
 # ---------------------------------------------------------------- split
 
 

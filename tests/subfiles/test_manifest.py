@@ -12,6 +12,7 @@ from h5mdtool import split
 from h5mdtool.cli.main import cli
 from h5mdtool.subfiles.manifest import ManifestError, read_manifest, scan_part
 from h5mdtool.check.validate import validate, validate_manifest
+from h5mdtool.parallel.errors import InputError
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +79,8 @@ DOCUMENT_CASES = {
     "first_step as a float": (lambda d: d["parts"][0].__setitem__("first_step", 0.5), "MAN012"),
     "absolute path": (lambda d: d["parts"][0].__setitem__("path", "/tmp/part-0001.dcd"), "MAN007"),
     "path leaving the directory": (lambda d: d["parts"][0].__setitem__("path", "../parts/part-0001.dcd"), "MAN007"),
+    "NUL in a part path": (lambda d: d["parts"][0].__setitem__("path", "part-00\x0001.dcd"), "MAN007"),
+    "unencodable part path": (lambda d: d["parts"][0].__setitem__("path", "part-\ud800.dcd"), "MAN007"),
     "one file listed twice": (lambda d: d["parts"][2].__setitem__("path", d["parts"][1]["path"]), "MAN008"),
     "two entries for the same frames": (lambda d: d["parts"].insert(2, dict(d["parts"][1], path="part-0009.dcd")), "MAN008"),
     "overlapping parts": (lambda d: d["parts"][1].update(start=24, n_frames=26), "MAN010"),
@@ -104,6 +107,42 @@ def test_document_rules(work, case):
     assert refused(path) == rule
     result = CliRunner().invoke(cli, ["validate", path])
     assert result.exit_code == 1 and rule in result.output
+
+
+def test_unreadable_manifest_documents(work):
+    """Regression: JSON nested 200,000 deep ended in "RuntimeError: RecursionError", no rule, no
+    document with --json; a FIFO as the directory's manifest.json was called a directory."""
+    directory, _, _ = work
+    deep = directory / "deep.json"
+    deep.write_text("[" * 200_000 + "]" * 200_000)
+    fifo_directory = directory / "fifo"
+    fifo_directory.mkdir()
+    os.mkfifo(fifo_directory / "manifest.json")
+    runner = CliRunner()
+    for path, why in ((deep, "nested deeper"), (fifo_directory, "is a FIFO")):
+        named = str(path if path.suffix else path / "manifest.json")
+        result = runner.invoke(cli, ["validate", str(path)])
+        assert result.exit_code == 2 and result.output == f"error: {named}: {result.output.split(': ', 2)[2]}"
+        assert why in result.output and result.output.endswith("(FILE001)\n") and result.output.count("\n") == 1
+        result = runner.invoke(cli, ["validate", str(path), "--json"])
+        assert result.exit_code == 2
+        document = json.loads(result.stdout)
+        assert document["exit_code"] == 2 and document["unreadable"] == [str(path)]
+        [finding] = document["files"][0]["findings"]
+        assert finding["rule"] == "FILE001" and finding["message"].startswith(named) and why in finding["message"]
+    with pytest.raises(InputError, match="deep.json: not a readable JSON manifest .*nested deeper"):
+        read_manifest(str(deep))
+
+
+@pytest.mark.parametrize("case", ["NUL in a part path", "unencodable part path"])
+def test_unusable_part_path_json(work, case):
+    """Regression: a NUL byte in a part path ended in "RuntimeError: ValueError: embedded null byte"."""
+    _, _, write = work
+    path = write(DOCUMENT_CASES[case][0])
+    result = CliRunner().invoke(cli, ["validate", path, "--json"])
+    assert result.exit_code == 1, result.output
+    findings = json.loads(result.stdout)["files"][0]["findings"]
+    assert [(f["rule"], f["severity"]) for f in findings] == [("MAN007", "error")]
 
 
 def test_clean_split_manifests(work):
