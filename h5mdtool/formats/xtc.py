@@ -1,5 +1,4 @@
-"""GROMACS XTC: every frame header read and checked by h5mdtool, coordinates decoded by
-MDAnalysis's ``libmdaxdr``.
+"""GROMACS XTC: every frame header read and checked, and every frame decoded, by h5mdtool.
 
 An XTC frame (big-endian XDR) is a 56-byte header -- magic 1995, atom count, step, time,
 the 3x3 box in nm, the atom count again -- followed, for more than 9 atoms, by the
@@ -7,8 +6,13 @@ precision, the integer bounds and the byte count of the compressed coordinates (
 all), then the compressed bytes padded to a multiple of 4; frames of up to 9 atoms store
 their coordinates as plain floats. The scan walks the headers with one ``pread`` each
 (58,800 frames in about 0.07 s, as fast as MDAnalysis's own offset scan) and checks every
-one before anything is decoded: libmdaxdr trusts each frame's atom count and byte count,
-so a damaged header would corrupt memory (DESIGN.md section 8).
+one before anything is decoded.
+
+Frames are decoded by h5mdtool's C extension :mod:`h5mdtool.formats._xtcframe`, which
+checks every bit it reads against the frame's byte count and every integer against the
+frame's integer box: MDAnalysis's ``libmdaxdr`` (GROMACS's xdrfile) trusts the compressed
+bytes and reads and writes out of bounds on a damaged frame (an abort, or results that
+differ from run to run). Its positions are libmdaxdr's bit for bit.
 
 Positions decoded from a compressed frame are integers divided by the precision, so they
 are finite whenever the precision is, which the scan checks.
@@ -20,7 +24,7 @@ import struct
 import numpy as np
 
 from ..errors import InputError
-from .base import STEP_MODULUS, Format, LibraryName, Segment, file_stat, reason, truncated, unwrap_steps, with_stored_steps
+from .base import STEP_MODULUS, Format, Segment, file_stat, reason, truncated, unwrap_steps, with_stored_steps
 
 MAGIC = 1995
 #: Header bytes of a frame with compressed coordinates (more than 9 atoms).
@@ -105,12 +109,78 @@ def walk(path, fd, size, on_truncated):
     return offsets, headers, n_atoms, dropped
 
 
+class FrameReader:
+    """The frames of an XTC file, each read with one ``pread`` and decoded with every read
+    checked (:mod:`h5mdtool.formats._xtcframe`).
+
+    Parameters
+    ----------
+    path : str
+    offsets : array of int
+        Start of each frame, then the end of the last one (the scan's
+        :attr:`~h5mdtool.formats.base.Segment.offsets`): a frame must fill its span exactly.
+    n_atoms : int
+    """
+
+    def __init__(self, path, offsets, n_atoms):
+        from ._xtcframe import decode_frame
+
+        self.path, self.n_atoms = path, n_atoms
+        self.offsets = np.asarray(offsets, np.int64)
+        self._decode = decode_frame
+        try:
+            self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as error:
+            raise InputError(f"{path}: cannot be read ({reason(error)})") from None
+        spans = np.diff(self.offsets)
+        self.buffer = bytearray(int(spans.max()) if len(spans) else 0)
+
+    def __len__(self):
+        return len(self.offsets) - 1
+
+    def read(self, frame):
+        """The bytes of *frame*, header included (a view of a buffer the next read reuses)."""
+        start, stop = int(self.offsets[frame]), int(self.offsets[frame + 1])
+        view = memoryview(self.buffer)[:stop - start]
+        try:
+            got = os.preadv(self.fd, [view], start)
+        except OSError as error:
+            raise InputError(f"{self.path}: cannot read XTC frame {frame} ({reason(error)})") from None
+        if got != stop - start:
+            raise InputError(f"{self.path}: XTC frame {frame} at byte {start} ends after {got} of its "
+                             f"{stop - start} bytes: the file is shorter than when it was scanned")
+        return view
+
+    def decode(self, frame, positions, integers=None):
+        """Decode *frame* into *positions* (float32, n_atoms x 3, nm) and, when given,
+        its grid integers into *integers* (int32, same shape; compressed frames only).
+
+        Raises
+        ------
+        InputError
+            If the frame is not a valid XTC encoding of its header's atoms, naming the file,
+            the frame and what is wrong.
+        """
+        from ._xtcframe import CorruptFrame
+
+        try:
+            self._decode(self.read(frame), positions, integers)
+        except CorruptFrame as error:
+            raise InputError(f"{self.path}: XTC frame {frame} at byte {int(self.offsets[frame])} is corrupt "
+                             f"({error}): the file is damaged") from None
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
 class XTCFormat(Format):
     """GROMACS XTC trajectories (positions in nm, lossy on the file's integer grid)."""
 
     name = "XTC"
     extensions = (".xtc",)
-    decoders = ("MDAnalysis.lib.formats.libmdaxdr",)
+    decoders = ("h5mdtool.formats._xtcframe",)
     step_modulus = STEP_MODULUS
 
     @classmethod
@@ -146,19 +216,10 @@ class XTCFormat(Format):
 
     def __init__(self, segment, atom_indices=None):
         super().__init__(segment, atom_indices)
-        from MDAnalysis.lib.formats.libmdaxdr import XTCFile
-
         # small frames store plain floats, which may be anything
         self.finite_by_construction = segment.n_atoms > SMALL
-        self.library_name = LibraryName(segment.path)
-        try:
-            self.handle = XTCFile(self.library_name.name)
-            self.handle.set_offsets(segment.offsets[:-1])
-        except (OSError, RuntimeError, ValueError) as error:
-            self.library_name.close()
-            raise self.error(0, error) from None
+        self.frames = FrameReader(segment.path, segment.offsets, segment.n_atoms)
         self.scratch = np.empty((segment.n_atoms, 3), np.float32)
-        self.position = -1
 
     def read_frames(self, frames, block, row, fields):
         box = self.segment.details["box"]
@@ -167,13 +228,7 @@ class XTCFormat(Format):
         for frame in frames:
             frame = int(frame)
             output = target[row] if direct else self.scratch
-            try:
-                if frame != self.position + 1:
-                    self.handle.seek(frame)
-                self.handle.read_direct_x(output)
-            except (OSError, EOFError, RuntimeError, ValueError, StopIteration) as error:
-                raise self.error(frame, error) from None
-            self.position = frame
+            self.frames.decode(frame, output)
             if target is not None and not direct:
                 picked = output if self.atom_indices is None else output[self.atom_indices]
                 target[row] = picked
@@ -182,5 +237,4 @@ class XTCFormat(Format):
         return row
 
     def close(self):
-        self.handle.close()
-        self.library_name.close()
+        self.frames.close()
