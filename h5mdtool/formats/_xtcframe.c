@@ -22,7 +22,7 @@
  *
  * Every value decoded here is checked: no bit is read past the declared byte count, no
  * atom written past the atom count, every integer lies in the frame's integer box, and
- * the size index stays inside the table. A violation raises CorruptFrame with what was
+ * the size index stays inside the table when a run uses it. A violation raises CorruptFrame with what was
  * wrong; the caller names the file and frame. Positions are integer * (float)(1 / precision)
  * in float32, as GROMACS's reader computes them.
  */
@@ -286,8 +286,10 @@ static PyObject *decode_compressed(const uint8_t *frame, Py_ssize_t length, Py_s
     packed_bits = 0;
     if (size[0] <= 0xffffff && size[1] <= 0xffffff && size[2] <= 0xffffff)
         packed_bits = bit_length_product(size[0], size[1], size[2]);
+    /* one past the table is a state writers reach (coordinates more than 2^24 units apart),
+     * harmless while no run uses it */
     index = (int32_t)read_be32(frame + 84);
-    if (index < FIRST_INDEX || index >= TABLE_LENGTH)
+    if (index < FIRST_INDEX || index > TABLE_LENGTH)
         return corrupt("size index %d is outside the format's table (%d to %d)", index, FIRST_INDEX, TABLE_LENGTH - 1);
     count = read_be32(frame + 88);
     if ((uint64_t)HEADER + (((uint64_t)count + 3) & ~(uint64_t)3) != (uint64_t)length)
@@ -336,6 +338,9 @@ static PyObject *decode_compressed(const uint8_t *frame, Py_ssize_t length, Py_s
             if (atom + 1 + n_run > n_atoms)
                 return corrupt("a run of %d atoms after atom %zd passes the %zd atoms of the header", n_run, atom,
                                n_atoms);
+            if (index >= TABLE_LENGTH)
+                return corrupt("a run after atom %zd uses size index %d, one past the format's table: its "
+                               "writer read past the table, so the run's values are undefined", atom, index);
             radix[0] = radix[1] = radix[2] = SIZE_TABLE[index];
             half = SIZE_TABLE[index] / 2;
             memcpy(previous, first, sizeof previous);
@@ -363,7 +368,7 @@ static PyObject *decode_compressed(const uint8_t *frame, Py_ssize_t length, Py_s
             atom += 1;
         }
         index += change;
-        if (index < FIRST_INDEX || index >= TABLE_LENGTH)
+        if (index < FIRST_INDEX || index > TABLE_LENGTH)
             return corrupt("after atom %zd the size index leaves the format's table (%d)", atom - 1, index);
     }
     /* a writer counts the bytes it filled, the last one padded with zero bits */

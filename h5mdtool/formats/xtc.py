@@ -20,6 +20,7 @@ are finite whenever the precision is, which the scan checks.
 
 import os
 import struct
+from collections import namedtuple
 
 import numpy as np
 
@@ -119,13 +120,12 @@ class FrameReader:
     offsets : array of int
         Start of each frame, then the end of the last one (the scan's
         :attr:`~h5mdtool.formats.base.Segment.offsets`): a frame must fill its span exactly.
-    n_atoms : int
     """
 
-    def __init__(self, path, offsets, n_atoms):
+    def __init__(self, path, offsets):
         from ._xtcframe import decode_frame
 
-        self.path, self.n_atoms = path, n_atoms
+        self.path = path
         self.offsets = np.asarray(offsets, np.int64)
         self._decode = decode_frame
         try:
@@ -155,6 +155,11 @@ class FrameReader:
         """Decode *frame* into *positions* (float32, n_atoms x 3, nm) and, when given,
         its grid integers into *integers* (int32, same shape; compressed frames only).
 
+        Returns
+        -------
+        memoryview
+            The frame's bytes, valid until the next read.
+
         Raises
         ------
         InputError
@@ -163,16 +168,97 @@ class FrameReader:
         """
         from ._xtcframe import CorruptFrame
 
+        data = self.read(frame)
         try:
-            self._decode(self.read(frame), positions, integers)
+            self._decode(data, positions, integers)
         except CorruptFrame as error:
             raise InputError(f"{self.path}: XTC frame {frame} at byte {int(self.offsets[frame])} is corrupt "
                              f"({error}): the file is damaged") from None
+        return data
 
     def close(self):
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+
+
+#: A decoded frame as ``libmdaxdr.XTCFile.read`` returns it (MDAnalysis's XTCReader reads these fields).
+XTCFrame = namedtuple("XTCFrame", ["x", "box", "step", "time", "prec"])
+
+
+class MDAnalysisXTCFile:
+    """The reading side of MDAnalysis's ``libmdaxdr.XTCFile`` over :class:`FrameReader`, for
+    MDAnalysis's ``XTCReader`` (its ``_file``): the frames engine of ``bench rmsd`` reads
+    XTC through MDAnalysis's Universe, but decodes with the checked decoder.
+
+    Parameters
+    ----------
+    path : str
+    offsets : array of int
+        Start of each frame, then the end of the last one (h5mdtool's scan).
+    mode : {"r"}
+    """
+
+    def __init__(self, path, offsets, mode="r"):
+        if mode != "r":
+            raise ValueError("h5mdtool reads XTC files only")
+        self.frames = None
+        self._offsets = np.asarray(offsets, np.int64)
+        self.open(path, mode)
+
+    def open(self, path, mode="r"):
+        self.close()
+        self.path = os.fsdecode(path)
+        self.frames = FrameReader(self.path, self._offsets)
+        self.n_atoms = _HEAD.unpack_from(self.frames.read(0))[1]
+        self.position = 0
+
+    @property
+    def offsets(self):
+        return self._offsets[:-1]
+
+    def set_offsets(self, offsets):
+        if not np.array_equal(offsets, self.offsets):
+            raise ValueError("offsets differ from h5mdtool's scan of the file")
+
+    def calc_offsets(self):
+        return self.offsets
+
+    def __len__(self):
+        return len(self.frames)
+
+    def tell(self):
+        return self.position
+
+    def seek(self, frame):
+        if not 0 <= frame < len(self):
+            raise EOFError(f"frame {frame} is not in the file's {len(self)} frames")
+        self.position = frame
+
+    def read_direct_x(self, positions):
+        """Decode the next frame into *positions* (float32, n_atoms x 3)."""
+        if self.position >= len(self):
+            raise StopIteration
+        data = self.frames.decode(self.position, positions)
+        header = np.frombuffer(data[:60].tobytes().ljust(60, b"\0"), _FIELDS)[0]  # small frames: no precision
+        self.position += 1
+        precision = float(header["precision"]) if self.n_atoms > SMALL else 1000.0
+        return XTCFrame(positions, header["box"].astype(np.float32).reshape(3, 3), int(header["step"]),
+                        float(header["time"]), precision)
+
+    def read(self):
+        return self.read_direct_x(np.empty((self.n_atoms, 3), np.float32))
+
+    def close(self):
+        if self.frames is not None:
+            self.frames.close()
+            self.frames = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
 
 
 class XTCFormat(Format):
@@ -218,7 +304,7 @@ class XTCFormat(Format):
         super().__init__(segment, atom_indices)
         # small frames store plain floats, which may be anything
         self.finite_by_construction = segment.n_atoms > SMALL
-        self.frames = FrameReader(segment.path, segment.offsets, segment.n_atoms)
+        self.frames = FrameReader(segment.path, segment.offsets)
         self.scratch = np.empty((segment.n_atoms, 3), np.float32)
 
     def read_frames(self, frames, block, row, fields):
