@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from xtc_samples import HEADER, integer_box, payloads, read_with_libmdaxdr, write_sample, xtc_samples
+from xtc_samples import HEADER, damaged_copy, integer_box, read_with_libmdaxdr, write_sample, xtc_samples
 
 from h5mdtool.errors import InputError
 from h5mdtool.formats.xtc import FrameReader, XTCFormat
@@ -73,20 +73,6 @@ def test_damaged_frames_refused_or_in_their_box_in_a_subprocess(tmp_path):
     done = subprocess.run([sys.executable, FUZZ, str(tmp_path), "300"], capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
-
-
-def damaged_copy(path, target, frame, first_bytes=None):
-    """Copy *path* to *target* with the first bytes of *frame*'s compressed coordinates set
-    to 0xff: the first atom's integers then lie beyond the frame's integer box (its number
-    of bits holds a value at least the box's size), whatever the frame holds."""
-    data = bytearray(open(path, "rb").read())
-    segment = XTCFormat.scan(str(path))
-    start, stop = payloads(data, segment.offsets)[frame]
-    count = first_bytes or min(stop - start, 16)
-    data[start:start + count] = b"\xff" * count
-    with open(target, "wb") as handle:
-        handle.write(data)
-    return int(segment.offsets[frame])
 
 
 def test_damaged_frame_named(tmp_path):

@@ -95,3 +95,30 @@ def integer_box(data, start):
     """(minimum, maximum) grid integers of the compressed frame at byte *start*."""
     values = struct.unpack_from(">6i", data, start + 60)
     return np.array(values[:3]), np.array(values[3:])
+
+
+def frame_offsets(data):
+    """Start of each frame of the XTC bytes *data*, then the end of the last one."""
+    offsets, position = [], 0
+    while position < len(data):
+        offsets.append(position)
+        n_atoms = struct.unpack_from(">i", data, position + 4)[0]
+        if n_atoms <= 9:
+            position += 56 + 12 * n_atoms
+        else:
+            position += HEADER + (struct.unpack_from(">i", data, position + HEADER - 4)[0] + 3) // 4 * 4
+    return offsets + [position]
+
+
+def damaged_copy(path, target, frame, first_bytes=16):
+    """Copy *path* to *target* with the first bytes of *frame*'s compressed coordinates set
+    to 0xff: the first atom's integers then lie beyond the frame's integer box (its number
+    of bits holds a value at least the box's size), whatever the frame holds. Returns the
+    frame's byte offset."""
+    data = bytearray(open(path, "rb").read())
+    offsets = frame_offsets(data)
+    start, stop = payloads(data, offsets)[frame]
+    data[start:start + min(stop - start, first_bytes)] = b"\xff" * min(stop - start, first_bytes)
+    with open(target, "wb") as handle:
+        handle.write(data)
+    return offsets[frame]
