@@ -31,6 +31,8 @@
 #include <Python.h>
 
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -245,7 +247,18 @@ typedef struct {
     int32_t *integers; /* or NULL */
     float scale;
     Py_ssize_t written; /* atoms */
+    char message[320];  /* what is wrong with a damaged frame */
 } Output;
+
+/* Record what is wrong (decoding runs without the GIL: no Python call); returns -1. */
+static int fail(Output *out, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    vsnprintf(out->message, sizeof out->message, format, args);
+    va_end(args);
+    return -1;
+}
 
 static inline void emit(Output *out, const int64_t c[3])
 {
@@ -262,7 +275,7 @@ static inline void emit(Output *out, const int64_t c[3])
     out->written++;
 }
 
-static PyObject *decode_compressed(const uint8_t *frame, Py_ssize_t length, Py_ssize_t n_atoms, Output *out)
+static int decode_compressed(const uint8_t *frame, Py_ssize_t length, Py_ssize_t n_atoms, Output *out)
 {
     float precision = read_be_float(frame + 56);
     int64_t low[3], high[3];
@@ -273,13 +286,13 @@ static PyObject *decode_compressed(const uint8_t *frame, Py_ssize_t length, Py_s
     BitReader in;
 
     if (!(isfinite(precision) && precision > 0))
-        return corrupt("precision %g is not a positive number", (double)precision);
+        return fail(out, "precision %g is not a positive number", (double)precision);
     out->scale = (float)(1.0 / (double)precision);
     for (k = 0; k < 3; k++) {
         low[k] = (int32_t)read_be32(frame + 60 + 4 * k);
         high[k] = (int32_t)read_be32(frame + 72 + 4 * k);
         if (high[k] < low[k] || high[k] - low[k] + 1 > 0xffffffffLL)
-            return corrupt("integer box of %c is [%lld, %lld]", AXES[k], (long long)low[k], (long long)high[k]);
+            return fail(out, "integer box of %c is [%lld, %lld]", AXES[k], (long long)low[k], (long long)high[k]);
         size[k] = (uint32_t)(high[k] - low[k] + 1);
         bits_each[k] = bit_length(size[k]);
     }
@@ -290,10 +303,10 @@ static PyObject *decode_compressed(const uint8_t *frame, Py_ssize_t length, Py_s
      * harmless while no run uses it */
     index = (int32_t)read_be32(frame + 84);
     if (index < FIRST_INDEX || index > TABLE_LENGTH)
-        return corrupt("size index %d is outside the format's table (%d to %d)", index, FIRST_INDEX, TABLE_LENGTH - 1);
+        return fail(out, "size index %d is outside the format's table (%d to %d)", index, FIRST_INDEX, TABLE_LENGTH - 1);
     count = read_be32(frame + 88);
     if ((uint64_t)HEADER + (((uint64_t)count + 3) & ~(uint64_t)3) != (uint64_t)length)
-        return corrupt("it declares %u bytes of coordinates but the frame holds %lld", count,
+        return fail(out, "it declares %u bytes of coordinates but the frame holds %lld", count,
                        (long long)(length - HEADER));
     in.data = frame + HEADER;
     in.size = count;
@@ -309,14 +322,14 @@ static PyObject *decode_compressed(const uint8_t *frame, Py_ssize_t length, Py_s
             if (split_digits(&in, packed_bits, size, first, &truncated)) {
                 if (truncated)
                     goto ended;
-                return corrupt("atom %zd lies outside the frame's integer box", atom);
+                return fail(out, "atom %zd lies outside the frame's integer box", atom);
             }
         } else {
             for (k = 0; k < 3; k++) {
                 if (take_bits(&in, bits_each[k], &v))
                     goto ended;
                 if (v >= size[k])
-                    return corrupt("atom %zd lies outside the frame's integer box (%c)", atom, AXES[k]);
+                    return fail(out, "atom %zd lies outside the frame's integer box (%c)", atom, AXES[k]);
                 first[k] = v;
             }
         }
@@ -336,10 +349,10 @@ static PyObject *decode_compressed(const uint8_t *frame, Py_ssize_t length, Py_s
             uint32_t radix[3];
             int64_t half, delta[3];
             if (atom + 1 + n_run > n_atoms)
-                return corrupt("a run of %d atoms after atom %zd passes the %zd atoms of the header", n_run, atom,
+                return fail(out, "a run of %d atoms after atom %zd passes the %zd atoms of the header", n_run, atom,
                                n_atoms);
             if (index >= TABLE_LENGTH)
-                return corrupt("a run after atom %zd uses size index %d, one past the format's table: its "
+                return fail(out, "a run after atom %zd uses size index %d, one past the format's table: its "
                                "writer read past the table, so the run's values are undefined", atom, index);
             radix[0] = radix[1] = radix[2] = SIZE_TABLE[index];
             half = SIZE_TABLE[index] / 2;
@@ -348,12 +361,12 @@ static PyObject *decode_compressed(const uint8_t *frame, Py_ssize_t length, Py_s
                 if (split_digits(&in, index, radix, delta, &truncated)) {
                     if (truncated)
                         goto ended;
-                    return corrupt("atom %zd: a difference to the previous atom is out of range", atom + 1 + r);
+                    return fail(out, "atom %zd: a difference to the previous atom is out of range", atom + 1 + r);
                 }
                 for (k = 0; k < 3; k++) {
                     current[k] = previous[k] + delta[k] - half;
                     if (current[k] < low[k] || current[k] > high[k])
-                        return corrupt("atom %zd lies outside the frame's integer box (%c = %lld, box [%lld, %lld])",
+                        return fail(out, "atom %zd lies outside the frame's integer box (%c = %lld, box [%lld, %lld])",
                                        atom + 1 + r, AXES[k], (long long)current[k], (long long)low[k],
                                        (long long)high[k]);
                 }
@@ -369,15 +382,15 @@ static PyObject *decode_compressed(const uint8_t *frame, Py_ssize_t length, Py_s
         }
         index += change;
         if (index < FIRST_INDEX || index > TABLE_LENGTH)
-            return corrupt("after atom %zd the size index leaves the format's table (%d)", atom - 1, index);
+            return fail(out, "after atom %zd the size index leaves the format's table (%d)", atom - 1, index);
     }
     /* a writer counts the bytes it filled, the last one padded with zero bits */
     if (in.next != in.size || in.count >= 8 || (in.held & (((uint64_t)1 << in.count) - 1)))
-        return corrupt("the %zd atoms end after %zu of the %u bytes of coordinates", n_atoms,
+        return fail(out, "the %zd atoms end after %zu of the %u bytes of coordinates", n_atoms,
                        in.next - (size_t)(in.count / 8), count);
-    Py_RETURN_NONE;
+    return 0;
 ended:
-    return corrupt("the %u bytes of coordinates end after %zd of %zd atoms", count, atom, n_atoms);
+    return fail(out, "the %u bytes of coordinates end after %zd of %zd atoms", count, atom, n_atoms);
 }
 
 static int writable_buffer(PyObject *object, Py_buffer *view, const char *name, const char *codes)
@@ -463,7 +476,19 @@ static PyObject *decode_frame(PyObject *module, PyObject *args)
         corrupt("%zd bytes, shorter than the header of a compressed frame", frame.len);
         goto done;
     }
-    result = decode_compressed(data, frame.len, n_atoms, &out);
+    {
+        int status;
+        /* the buffers stay exported (bytearray and numpy refuse to resize them meanwhile) */
+        Py_BEGIN_ALLOW_THREADS
+        status = decode_compressed(data, frame.len, n_atoms, &out);
+        Py_END_ALLOW_THREADS
+        if (status == 0) {
+            result = Py_None;
+            Py_INCREF(result);
+        } else {
+            PyErr_SetString(CorruptFrame, out.message);
+        }
+    }
 done:
     if (have_integers)
         PyBuffer_Release(&integers);
