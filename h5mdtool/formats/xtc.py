@@ -147,8 +147,8 @@ class FrameReader:
         except OSError as error:
             raise InputError(f"{self.path}: cannot read XTC frame {frame} ({reason(error)})") from None
         if got != stop - start:
-            raise InputError(f"{self.path}: XTC frame {frame} at byte {start} ends after {got} of its "
-                             f"{stop - start} bytes: the file is shorter than when it was scanned")
+            raise InputError(f"{self.path}: cannot read XTC frame {frame} (at byte {start}, it ends after {got} "
+                             f"of its {stop - start} bytes: the file is shorter than when it was scanned)")
         return view
 
     def decode(self, frame, positions, integers=None):
