@@ -24,7 +24,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import H5mdToolError, InputError
 from .base import STEP_MODULUS, Format, Segment, file_stat, reason, truncated, unwrap_steps, with_stored_steps
 
 MAGIC = 1995
@@ -123,7 +123,12 @@ class FrameReader:
     """
 
     def __init__(self, path, offsets):
-        from ._xtcframe import decode_frame
+        try:
+            from ._xtcframe import decode_frame
+        except ImportError as error:
+            raise H5mdToolError(f"h5mdtool's XTC decoder is not built ({error}): run 'make install', or "
+                                "'pip install -e .' in the h5mdtool checkout (it needs a C compiler and the "
+                                "Python headers)") from None
 
         self.path = path
         self.offsets = np.asarray(offsets, np.int64)
