@@ -6,13 +6,15 @@
 #     built from source against parallel HDF5;
 #  3. hdf5plugin (compression filters) without dependencies, after the parallel h5py;
 #  4. h5mdtool in editable mode with its test, plot and formats extras (pytng, gsd: TNG and
-#     GSD inputs; both depend on numpy only, so they cannot displace the parallel h5py).
+#     GSD inputs; both depend on numpy only, so they cannot displace the parallel h5py);
+#     this compiles h5mdtool's XTC decoder (a C extension: a C compiler and the Python
+#     headers, as h5py's build needs too).
 # Every step is skipped when already done, so a second run takes seconds.
 set -euo pipefail
 
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
-APT_PACKAGES="openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools pkg-config"
+APT_PACKAGES="openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools pkg-config gcc python3-dev"
 # GROMACS: the tests compare bench rmsd with gmx rms (skipped, with the reason, without it)
 TEST_APT_PACKAGES="gromacs"
 
@@ -23,9 +25,15 @@ have_parallel_hdf5() {
     pkg-config --exists hdf5-openmpi 2>/dev/null || pkg-config --exists hdf5-mpich 2>/dev/null
 }
 
+have_c_build_tools() {
+    # a C compiler and the headers of the Python the venv is made from (h5py, h5mdtool's XTC decoder)
+    command -v cc >/dev/null 2>&1 && "$PYTHON" -c "import os, sys, sysconfig
+sys.exit(0 if os.path.isfile(os.path.join(sysconfig.get_paths()['include'], 'Python.h')) else 1)" 2>/dev/null
+}
+
 system_packages() {
-    if command -v mpicc >/dev/null 2>&1 && have_parallel_hdf5; then
-        say "MPI compiler and parallel HDF5 found"
+    if command -v mpicc >/dev/null 2>&1 && have_parallel_hdf5 && have_c_build_tools; then
+        say "MPI compiler, parallel HDF5, C compiler and Python headers found"
         return
     fi
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -36,7 +44,7 @@ system_packages() {
         return
     fi
     cat >&2 <<MSG
-[install] missing: an MPI compiler (mpicc) and/or parallel HDF5.
+[install] missing: an MPI compiler (mpicc), parallel HDF5, a C compiler or the Python headers.
   On Debian/Ubuntu as root:  apt-get install $APT_PACKAGES
   On a cluster (no root):    module load openmpi hdf5/parallel   # your site's module names
                              export HDF5_DIR=\$(dirname \$(dirname \$(which h5pcc)))
@@ -96,8 +104,9 @@ python_environment() {
         say "installing pyh5md (tests)"
         $pip install --no-deps "pyh5md>=1.2"
     fi
-    if ! "$VENV/bin/python" -c "import h5mdtool, MDAnalysisTests, pytest, matplotlib, tqdm, click, pytng, gsd, scipy" 2>/dev/null \
-        || [ setup.cfg -nt "$VENV/.h5mdtool-installed" ]; then
+    if ! "$VENV/bin/python" -c "import h5mdtool.formats._xtcframe, MDAnalysisTests, pytest, matplotlib, tqdm, click, pytng, gsd, scipy" 2>/dev/null \
+        || [ setup.cfg -nt "$VENV/.h5mdtool-installed" ] || [ setup.py -nt "$VENV/.h5mdtool-installed" ] \
+        || [ h5mdtool/formats/_xtcframe.c -nt "$VENV/.h5mdtool-installed" ]; then
         say "installing h5mdtool (editable) with test, plot and formats extras"
         $pip install --no-build-isolation -e ".[test,plot,formats]"
         "$VENV/bin/python" -c "import h5py, sys; sys.exit(0 if h5py.get_config().mpi else 1)" \

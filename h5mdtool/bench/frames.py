@@ -206,10 +206,10 @@ class Piece:
     offsets: np.ndarray = None
 
     def frame_offsets(self):
-        """XTC/TRR byte offset of each frame (one per frame, as MDAnalysis's readers take
-        them): rank 0's scan, or this file's own scan on first use (a part)."""
+        """XTC/TRR byte offset of each frame, then the end of the last one: rank 0's scan,
+        or this file's own scan on first use (a part)."""
         if self.offsets is None:
-            self.offsets = scan_segment(self.path).offsets[:-1]  # the scan also gives the end of the last frame
+            self.offsets = scan_segment(self.path).offsets
         return self.offsets
 
 
@@ -298,6 +298,8 @@ class MDAnalysisFrames:
         except Exception as error:  # noqa: BLE001 - MDAnalysis raises many types here
             if name is not None:
                 name.close()
+            if isinstance(error, InputError):  # h5mdtool's own decoder refused a frame
+                raise
             hint = ""
             if piece.format == "H5MD" and _fixed_step(piece.path, self.h5md_group):
                 hint = ("; its H5MDReader needs a step value per frame and this file stores a fixed step "
@@ -421,22 +423,29 @@ def mdanalysis_reader(piece, h5md_group=None):
 def _reader_with_offsets(fmt, offsets):
     """An MDAnalysis XTC/TRR reader class that takes the given offsets (no offset files).
 
-    *offsets* has one entry per frame, its start (the scan's ``offsets[:-1]``).
+    *offsets* are the scan's: the start of each frame, then the end of the last one. XTC
+    frames are decoded by h5mdtool's checked decoder
+    (:class:`~h5mdtool.formats.xtc.MDAnalysisXTCFile`), never by ``libmdaxdr``, which
+    reads out of bounds on a damaged frame.
     """
     from MDAnalysis.coordinates.TRR import TRRReader
     from MDAnalysis.coordinates.XTC import XTCReader
 
+    from ..formats.xtc import MDAnalysisXTCFile
+
     base = XTCReader if fmt == "XTC" else TRRReader
 
     def _load_offsets(self):
-        self._xdr.set_offsets(offsets)
+        self._xdr.set_offsets(offsets[:-1])
 
     def close(self):
         if hasattr(self, "_xdr"):  # not when opening failed (its __del__ would print a traceback)
             base.close(self)
 
-    return type(f"H5mdTool{fmt}Reader", (base,),
-                {"format": f"H5MDTOOL-{fmt}", "_load_offsets": _load_offsets, "close": close})
+    members = {"format": f"H5MDTOOL-{fmt}", "_load_offsets": _load_offsets, "close": close}
+    if fmt == "XTC":
+        members["_file"] = staticmethod(lambda path, mode="r": MDAnalysisXTCFile(path, offsets, mode))
+    return type(f"H5mdTool{fmt}Reader", (base,), members)
 
 
 def _h5md_reader(group):

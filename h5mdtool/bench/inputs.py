@@ -84,7 +84,7 @@ class InputInfo:
         bounds = np.concatenate([[0], np.cumsum([present[a:b].sum() for a, b in
                                                  zip(self.index.starts[:-1], self.index.starts[1:])])])
         return [Piece(segment.path, segment.format, int(start), int(stop), segment.skip,
-                      None if segment.offsets is None else segment.offsets[:-1])
+                      segment.offsets)
                 for segment, start, stop in zip(self.index.segments, bounds[:-1], bounds[1:])]
 
     def locate(self, frame):

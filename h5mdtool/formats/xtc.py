@@ -1,5 +1,4 @@
-"""GROMACS XTC: every frame header read and checked by h5mdtool, coordinates decoded by
-MDAnalysis's ``libmdaxdr``.
+"""GROMACS XTC: every frame header read and checked, and every frame decoded, by h5mdtool.
 
 An XTC frame (big-endian XDR) is a 56-byte header -- magic 1995, atom count, step, time,
 the 3x3 box in nm, the atom count again -- followed, for more than 9 atoms, by the
@@ -7,8 +6,13 @@ precision, the integer bounds and the byte count of the compressed coordinates (
 all), then the compressed bytes padded to a multiple of 4; frames of up to 9 atoms store
 their coordinates as plain floats. The scan walks the headers with one ``pread`` each
 (58,800 frames in about 0.07 s, as fast as MDAnalysis's own offset scan) and checks every
-one before anything is decoded: libmdaxdr trusts each frame's atom count and byte count,
-so a damaged header would corrupt memory (DESIGN.md section 8).
+one before anything is decoded.
+
+Frames are decoded by h5mdtool's C extension :mod:`h5mdtool.formats._xtcframe`, which
+checks every bit it reads against the frame's byte count and every integer against the
+frame's integer box: MDAnalysis's ``libmdaxdr`` (GROMACS's xdrfile) trusts the compressed
+bytes and reads and writes out of bounds on a damaged frame (an abort, or results that
+differ from run to run). Its positions are libmdaxdr's bit for bit.
 
 Positions decoded from a compressed frame are integers divided by the precision, so they
 are finite whenever the precision is, which the scan checks.
@@ -16,10 +20,11 @@ are finite whenever the precision is, which the scan checks.
 
 import os
 import struct
+from collections import namedtuple
 
 import numpy as np
 
-from ..parallel.errors import InputError
+from ..parallel.errors import H5mdToolError, InputError
 from .base import (
     STEP_MODULUS, Format, LibraryName, Segment, file_stat, reason, truncated, unwrap_steps, with_stored_steps
 )
@@ -107,12 +112,168 @@ def walk(path, fd, size, on_truncated):
     return offsets, headers, n_atoms, dropped
 
 
+class FrameReader:
+    """The frames of an XTC file, each read with one ``pread`` and decoded with every read
+    checked (:mod:`h5mdtool.formats._xtcframe`).
+
+    Parameters
+    ----------
+    path : str
+    offsets : array of int
+        Start of each frame, then the end of the last one (the scan's
+        :attr:`~h5mdtool.formats.base.Segment.offsets`): a frame must fill its span exactly.
+    """
+
+    def __init__(self, path, offsets):
+        try:
+            from ._xtcframe import decode_frame
+        except ImportError as error:
+            raise H5mdToolError(f"h5mdtool's XTC decoder is not built ({error}): run 'make install', or "
+                                "'pip install -e .' in the h5mdtool checkout (it needs a C compiler and the "
+                                "Python headers)") from None
+
+        self.path = path
+        self.offsets = np.asarray(offsets, np.int64)
+        self._decode = decode_frame
+        try:
+            self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as error:
+            raise InputError(f"{path}: cannot be read ({reason(error)})") from None
+        spans = np.diff(self.offsets)
+        self.buffer = bytearray(int(spans.max()) if len(spans) else 0)
+
+    def __len__(self):
+        return len(self.offsets) - 1
+
+    def read(self, frame):
+        """The bytes of *frame*, header included (a view of a buffer the next read reuses)."""
+        start, stop = int(self.offsets[frame]), int(self.offsets[frame + 1])
+        view = memoryview(self.buffer)[:stop - start]
+        try:
+            got = os.preadv(self.fd, [view], start)
+        except OSError as error:
+            raise InputError(f"{self.path}: cannot read XTC frame {frame} ({reason(error)})") from None
+        if got != stop - start:
+            raise InputError(f"{self.path}: cannot read XTC frame {frame} (at byte {start}, it ends after {got} "
+                             f"of its {stop - start} bytes: the file is shorter than when it was scanned)")
+        return view
+
+    def decode(self, frame, positions, integers=None):
+        """Decode *frame* into *positions* (float32, n_atoms x 3, nm) and, when given,
+        its grid integers into *integers* (int32, same shape; compressed frames only).
+
+        Returns
+        -------
+        memoryview
+            The frame's bytes, valid until the next read.
+
+        Raises
+        ------
+        InputError
+            If the frame is not a valid XTC encoding of its header's atoms, naming the file,
+            the frame and what is wrong.
+        """
+        from ._xtcframe import CorruptFrame
+
+        data = self.read(frame)
+        try:
+            self._decode(data, positions, integers)
+        except CorruptFrame as error:
+            raise InputError(f"{self.path}: XTC frame {frame} at byte {int(self.offsets[frame])} is corrupt "
+                             f"({error}): the file is damaged") from None
+        return data
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+#: A decoded frame as ``libmdaxdr.XTCFile.read`` returns it (MDAnalysis's XTCReader reads these fields).
+XTCFrame = namedtuple("XTCFrame", ["x", "box", "step", "time", "prec"])
+
+
+class MDAnalysisXTCFile:
+    """The reading side of MDAnalysis's ``libmdaxdr.XTCFile`` over :class:`FrameReader`, for
+    MDAnalysis's ``XTCReader`` (its ``_file``): the frames engine of ``bench rmsd`` reads
+    XTC through MDAnalysis's Universe, but decodes with the checked decoder.
+
+    Parameters
+    ----------
+    path : str
+    offsets : array of int
+        Start of each frame, then the end of the last one (h5mdtool's scan).
+    mode : {"r"}
+    """
+
+    def __init__(self, path, offsets, mode="r"):
+        if mode != "r":
+            raise ValueError("h5mdtool reads XTC files only")
+        self.frames = None
+        self._offsets = np.asarray(offsets, np.int64)
+        self.open(path, mode)
+
+    def open(self, path, mode="r"):
+        self.close()
+        self.path = os.fsdecode(path)
+        self.frames = FrameReader(self.path, self._offsets)
+        self.n_atoms = _HEAD.unpack_from(self.frames.read(0))[1]
+        self.position = 0
+
+    @property
+    def offsets(self):
+        return self._offsets[:-1]
+
+    def set_offsets(self, offsets):
+        if not np.array_equal(offsets, self.offsets):
+            raise ValueError("offsets differ from h5mdtool's scan of the file")
+
+    def calc_offsets(self):
+        return self.offsets
+
+    def __len__(self):
+        return len(self.frames)
+
+    def tell(self):
+        return self.position
+
+    def seek(self, frame):
+        if not 0 <= frame < len(self):
+            raise EOFError(f"frame {frame} is not in the file's {len(self)} frames")
+        self.position = frame
+
+    def read_direct_x(self, positions):
+        """Decode the next frame into *positions* (float32, n_atoms x 3)."""
+        if self.position >= len(self):
+            raise StopIteration
+        data = self.frames.decode(self.position, positions)
+        header = np.frombuffer(data[:60].tobytes().ljust(60, b"\0"), _FIELDS)[0]  # small frames: no precision
+        self.position += 1
+        precision = float(header["precision"]) if self.n_atoms > SMALL else 1000.0
+        return XTCFrame(positions, header["box"].astype(np.float32).reshape(3, 3), int(header["step"]),
+                        float(header["time"]), precision)
+
+    def read(self):
+        return self.read_direct_x(np.empty((self.n_atoms, 3), np.float32))
+
+    def close(self):
+        if self.frames is not None:
+            self.frames.close()
+            self.frames = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+
 class XTCFormat(Format):
     """GROMACS XTC trajectories (positions in nm, lossy on the file's integer grid)."""
 
     name = "XTC"
     extensions = (".xtc",)
-    decoders = ("MDAnalysis.lib.formats.libmdaxdr",)
+    decoders = ("h5mdtool.formats._xtcframe",)
     step_modulus = STEP_MODULUS
 
     @classmethod
@@ -148,19 +309,10 @@ class XTCFormat(Format):
 
     def __init__(self, segment, atom_indices=None):
         super().__init__(segment, atom_indices)
-        from MDAnalysis.lib.formats.libmdaxdr import XTCFile
-
         # small frames store plain floats, which may be anything
         self.finite_by_construction = segment.n_atoms > SMALL
-        self.library_name = LibraryName(segment.path)
-        try:
-            self.handle = XTCFile(self.library_name.name)
-            self.handle.set_offsets(segment.offsets[:-1])
-        except (OSError, RuntimeError, ValueError) as error:
-            self.library_name.close()
-            raise self.error(0, error) from None
+        self.frames = FrameReader(segment.path, segment.offsets)
         self.scratch = np.empty((segment.n_atoms, 3), np.float32)
-        self.position = -1
 
     def read_frames(self, frames, block, row, fields):
         box = self.segment.details["box"]
@@ -169,13 +321,7 @@ class XTCFormat(Format):
         for frame in frames:
             frame = int(frame)
             output = target[row] if direct else self.scratch
-            try:
-                if frame != self.position + 1:
-                    self.handle.seek(frame)
-                self.handle.read_direct_x(output)
-            except (OSError, EOFError, RuntimeError, ValueError, StopIteration) as error:
-                raise self.error(frame, error) from None
-            self.position = frame
+            self.frames.decode(frame, output)
             if target is not None and not direct:
                 picked = output if self.atom_indices is None else output[self.atom_indices]
                 target[row] = picked
@@ -184,5 +330,4 @@ class XTCFormat(Format):
         return row
 
     def close(self):
-        self.handle.close()
-        self.library_name.close()
+        self.frames.close()

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .spec import FORMAT_OVERRIDE, LENGTH_PER_NM, TIME_PER_PS
+from .spec import FORMAT_OVERRIDE, LENGTH_PER_NM, TIME_PER_PS, intact_path
 
 
 @dataclass
@@ -118,9 +118,12 @@ def mda_readable(spec):
 
 
 def read_segment(spec, path, topology):
-    """The frames of one input file (see the module docstring)."""
+    """The frames of one input file (see the module docstring). An XTC with a damaged frame
+    is read from its intact copy: what h5mdtool must give when it does not decode that frame."""
     if spec.format == "h5md" and not mda_readable(spec):
         return _truth_h5md(spec)
+    if spec.corrupt_frame is not None:
+        path = intact_path(path)
     universe = _universe(topology, path, convert_units=False, spec=spec)
     reader = universe.trajectory
     # GSD has no units: MDAnalysis hands its values over as its own base units, Angstrom and ps
@@ -300,6 +303,26 @@ def _truth_h5md(spec):
                               np.ones(spec.n_frames, bool), force_to == 1.0)
     _h5md_box(spec, frames)
     return frames
+
+
+def xtc_index_may_pass_table(path, spec):
+    """True when a frame of the XTC *path* (its intact copy) starts at a size index within 8
+    of the end of the format's table (73 entries): the writer (libmdaxdr's, as GROMACS's)
+    may then move the index one past the table and encode runs with whatever follows the
+    table in its memory, which libmdaxdr decodes to values far outside the frame's box
+    (measured: -49,614 nm in a frame of +-500 nm coordinates at precision 10000)."""
+    import struct
+
+    if spec.n_atoms <= 9:
+        return False
+    with open(intact_path(path) if spec.corrupt_frame is not None else path, "rb") as handle:
+        data = handle.read()
+    position = 0
+    while position + 92 <= len(data):
+        if struct.unpack_from(">i", data, position + 84)[0] > 64:
+            return True
+        position += 92 + (struct.unpack_from(">i", data, position + 88)[0] + 3) // 4 * 4
+    return False
 
 
 def damage(spec):

@@ -54,6 +54,7 @@ class Plan:
     refusal_kind: str = None
     expected: object = None  # oracle.Frames of the output
     refuse_at_ranks: dict = field(default_factory=dict)  # ranks -> reason (e.g. lzf in parallel)
+    names: str = None  # a refusal for a damaged XTC frame must match this (file and frame)
 
     def at(self, ranks):
         if ranks in self.refuse_at_ranks or (ranks > 1 and "parallel" in self.refuse_at_ranks):
@@ -90,6 +91,10 @@ def read_sources(case):
         problem = oracle.damage(spec)
         if problem:
             raise oracle.Refusal(problem, ) from None
+    for spec, path in zip(case.segments, case.inputs):
+        if spec.format == "xtc" and oracle.xtc_index_may_pass_table(path, spec):
+            raise Unusable("an XTC whose writer may have used a size index past the format's table: "
+                           "its values are undefined (h5mdtool refuses such runs; test_xtc_decoder.py)")
     pieces = [oracle.read_segment(spec, path, case.topology) for spec, path in zip(case.segments, case.inputs)]
     return oracle.join(pieces, case.options.get("on_overlap", "error"))
 
@@ -180,7 +185,7 @@ def plan(case):
         if case.command == "split" and options["nparts"] > expected.n_frames:
             raise oracle.Refusal(f"--nparts {options['nparts']} above {expected.n_frames} frames")
         if case.command == "bench":
-            return _bench_plan(case, expected)
+            return _corrupt_frames_plan(case, _bench_plan(case, expected))
     except oracle.Refusal as refusal:
         return Plan("refuse", [str(refusal)], _refusal_kind(str(refusal)))
     result = Plan("succeed", expected=expected)
@@ -209,7 +214,47 @@ def plan(case):
             result.refuse_at_ranks["parallel"] = "lzf cannot be written in parallel (refused by design)"
     elif _mixed_time(case):
         result.must, result.reasons = "either", [MIXED_TIME]
+    return _corrupt_frames_plan(case, result)
+
+
+#: Options by which convert and split may leave frames unread.
+FRAME_CHOICES = ("start", "stop", "step", "begin", "end", "dt")
+
+
+def _corrupt_frames_plan(case, result):
+    """An XTC frame with damaged coordinates: refused, naming file and frame, by a command
+    that decodes every frame (bench, validate --against, convert and split --format h5md
+    keeping every frame); otherwise refused so, or, when that frame is not read, the intact
+    file's output (the oracle read the intact copy)."""
+    damaged = [(spec, path) for spec, path in zip(case.segments, case.inputs) if spec.corrupt_frame is not None]
+    if not damaged:
+        return result
+    result.names = "|".join(rf"{re.escape(path)}: XTC frame {spec.corrupt_frame} at byte \d+ is corrupt"
+                            for spec, path in damaged)
+    reason = "damaged coordinates in " + ", ".join(f"XTC frame {spec.corrupt_frame} of {os.path.basename(path)}"
+                                                   for spec, path in damaged)
+    options = case.options
+    reads_every_frame = case.command in ("bench", "validate") or (
+        not any(options.get(name) is not None for name in FRAME_CHOICES)
+        and options.get("on_overlap", "error") == "error")
+    if case.command == "split" and options.get("format") == "same":
+        reads_every_frame = False  # byte copies: prepare() leaves such a case out
+    if result.must == "succeed" and reads_every_frame:
+        result.must, result.reasons, result.refusal_kind = "refuse", [reason], "corrupt-xtc"
+    elif result.must == "succeed":
+        result.must, result.reasons = "either", [reason + " (read only if kept)"]
+    else:
+        result.reasons = result.reasons + [reason]
     return result
+
+
+def _names_failure(the_plan, message):
+    """A refusal for a damaged XTC frame that does not name the file and frame."""
+    if not the_plan.names or re.search(the_plan.names, message or ""):
+        return []
+    if the_plan.must == "refuse" or "is corrupt" in (message or ""):
+        return [Failure("corrupt-xtc-not-named", f"expected /{the_plan.names}/; got: {(message or '')[:300]}")]
+    return []
 
 
 def _frames(options, joined):
@@ -264,8 +309,10 @@ def _bench_plan(case, expected):
 
 def prepare(case, the_plan, serial_pool, timeout):
     """Make what the command reads besides the sources (validate copy, bench input)."""
+    if case.command == "split" and case.options.get("format") == "same" and the_plan.names:
+        raise Unusable("split --format same copies frames without decoding them: a damaged XTC frame is copied")
     if case.command == "validate":
-        if the_plan.must == "refuse" or the_plan.expected is None:
+        if (the_plan.must == "refuse" and not the_plan.names) or the_plan.expected is None:
             raise Unusable(f"validate needs a readable source: {the_plan.reasons}")
         expected = the_plan.expected
         if not expected.positions.mask.all() or expected.times is None:
@@ -321,7 +368,7 @@ def judge(case, the_plan, outcome, ranks):
     if status == "dead":
         message = _abort_message(result["log"])
         if message and not PYTHON_EXCEPTION.match(message) and the_plan.must != "succeed":
-            failures += _refusal_leftovers(case, directory)
+            failures += _refusal_leftovers(case, directory) + _names_failure(the_plan, message)
             return failures
         kind = "abort" if message else "pool-died"
         if message and PYTHON_EXCEPTION.match(message):
@@ -333,8 +380,13 @@ def judge(case, the_plan, outcome, ranks):
     if status == "error":
         if the_plan.must == "succeed":
             failures.append(Failure("refused-valid-input", f"{result['type']}: {result['message'][:300]}"))
-        return failures + _refusal_leftovers(case, directory)
+        # the rank that read the damaged frame names it; the others raise RemoteRankError
+        messages = " | ".join(o.get("message") or "" for o in outcome["ranks"])
+        return failures + _refusal_leftovers(case, directory) + _names_failure(the_plan, messages)
     # ok
+    if case.command == "validate" and the_plan.names:
+        return (failures + _judge_validate_damaged(case, the_plan, result.get("result"), ranks)
+                + leftover_temporaries(directory, case.directory))
     if the_plan.must == "refuse":
         failures.append(Failure(f"accepted-{the_plan.refusal_kind}", f"succeeded although it must refuse: {'; '.join(the_plan.reasons)}"))
         return failures + leftover_temporaries(directory, case.directory)
@@ -528,6 +580,19 @@ def _validate_manifest(case, the_plan, manifest):
     return failures
 
 
+def _judge_validate_damaged(case, the_plan, report, ranks):
+    """validate --against a source with a damaged XTC frame: exit 1, a finding naming it, or
+    (a copy with a changed value) the change found first (a changed step or time stops the
+    comparison before any frame is decoded)."""
+    findings = [f for file in report["files"] for f in file["findings"]]
+    if report["exit_code"] == 1 and any(re.search(the_plan.names, f["message"]) for f in findings):
+        return []
+    if case.prepared.get("change") is not None and not _judge_validate(case, the_plan, report, ranks):
+        return []
+    return [Failure("validate-missed-corrupt-xtc", f"exit {report['exit_code']}, no finding matching /{the_plan.names}/: "
+                                                   + "; ".join(f"{f['rule']}: {f['message']}" for f in findings[:2])[:300])]
+
+
 def _judge_validate(case, the_plan, report, ranks):
     change = case.prepared.get("change")
     findings = [f for file in report["files"] for f in file["findings"]]
@@ -645,6 +710,11 @@ def run_cli(case, the_plan, ranks, timeout):
     if "Traceback (most recent call last)" in done.stderr:
         failures.append(Failure("cli-traceback", f"exit {done.returncode}, traceback on stderr: {lines[-1][:200] if lines else ''}"))
     refused = done.returncode != 0
+    if case.command == "validate" and the_plan.names:
+        found = re.search(the_plan.names, done.stdout) or case.prepared.get("change") is not None
+        if done.returncode != 1 or not found:
+            failures.append(Failure("cli-validate-missed-corrupt-xtc", f"exit {done.returncode}, stdout: {done.stdout[-300:]}"))
+        return failures + leftover_temporaries(directory)
     if case.command == "validate":
         # an exact copy of a source that breaks validate's rules itself (expected_errors) exits
         # 1 when validate finds them, 0 at the rules' edges (make fuzz cases 474, 475)
@@ -671,6 +741,8 @@ def run_cli(case, the_plan, ranks, timeout):
             failures.append(Failure("cli-error-lines", f"stderr is not one 'error:' line: {lines[:4]}"))
         elif PYTHON_EXCEPTION.match(errors[0][len("error: "):]) or "(run with --debug" in errors[0]:
             failures.append(Failure("cli-crash", f"{errors[0][:300]}"))
+        else:
+            failures += _names_failure(the_plan, errors[0])
         if override and os.path.exists(override):
             failures.append(Failure("output-after-refusal", "the command line left its output after refusing"))
     elif the_plan.must == "refuse":

@@ -11,6 +11,7 @@ time, a box that is periodic in some dimensions only); everything MDAnalysis rea
 oracle takes from MDAnalysis (:mod:`.oracle`).
 """
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -78,6 +79,9 @@ class SegmentSpec:
     # damage
     truncate_at: int = None  # keep this many bytes
     natoms_change_frame: int = None  # XTC: frames from here hold one atom more
+    # XTC: this frame's compressed coordinates start with 16 bytes of 0xff (the first atom
+    # then lies beyond the frame's integer box); the intact file is kept beside it
+    corrupt_frame: int = None
     extra: dict = field(default_factory=dict)
 
     @property
@@ -86,7 +90,7 @@ class SegmentSpec:
 
     @property
     def damaged(self):
-        return self.truncate_at is not None or self.natoms_change_frame is not None
+        return self.truncate_at is not None or self.natoms_change_frame is not None or self.corrupt_frame is not None
 
     def describe(self):
         """A short JSON-friendly summary (for failure reports)."""
@@ -123,11 +127,19 @@ class SegmentSpec:
             summary["truncated_to_bytes"] = self.truncate_at
         if self.natoms_change_frame is not None:
             summary["atom_count_changes_at_frame"] = self.natoms_change_frame
+        if self.corrupt_frame is not None:
+            summary["corrupt_coordinates_in_frame"] = self.corrupt_frame
         if self.extra.get("ncdf_scales"):
             summary["scale_factors"] = self.extra["ncdf_scales"]
         if self.extra.get("zero_box") or self.extra.get("zero_cells"):
             summary["box"] = "all zeros"
         return summary
+
+
+def intact_path(path):
+    """Where the writers keep an input's bytes before its coordinates were damaged."""
+    root, extension = os.path.splitext(path)
+    return f"{root}.intact{extension}"
 
 
 def coordinates(rng, shape, regime, scale=5.0):

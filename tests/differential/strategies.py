@@ -133,6 +133,9 @@ def _segment(draw, rng, fmt, n_atoms, n_frames, first_step, stride, dt_per_step,
         _h5md_layout(draw, rng, spec, common)
     if fmt in ("xtc", "trr") and spec.natoms_change_frame is None and draw(st.integers(0, 19)) == 0:
         spec.extra["truncate"] = (draw(st.sampled_from(("header", "data"))), draw(st.floats(0.0, 1.0)))
+    if (fmt == "xtc" and n_atoms > 9 and not spec.damaged and "truncate" not in spec.extra
+            and draw(st.integers(0, 19)) == 0):
+        spec.corrupt_frame = int(draw(st.integers(0, n_frames - 1)))
     return spec
 
 

@@ -3,8 +3,9 @@
 XTC and TRR go through MDAnalysis's ``libmdaxdr`` writers, DCD through ``libdcd``; H5MD
 through h5mdtool itself (``h5mdtool.convert`` of an XTC or TRR written first), MDAnalysis's
 ``H5MDWriter``, pyh5md, or plain h5py. Damage (a truncated file, an XTC whose atom count
-changes) is applied after writing. The topology of a generated system is a PDB written by
-MDAnalysis, with atom names drawn so that selections such as ``name CA`` match some atoms.
+changes, an XTC frame whose compressed coordinates are damaged) is applied after writing.
+The topology of a generated system is a PDB written by MDAnalysis, with atom names drawn so
+that selections such as ``name CA`` match some atoms.
 """
 
 import os
@@ -12,7 +13,7 @@ import warnings
 
 import numpy as np
 
-from .spec import LENGTH_PER_NM, TIME_PER_PS
+from .spec import LENGTH_PER_NM, TIME_PER_PS, intact_path
 
 #: Atom names of generated systems (several per residue so backbone selections match).
 ATOM_NAMES = ("N", "CA", "C", "O", "CB", "OW", "HW1", "HW2", "NA", "CL")
@@ -29,7 +30,22 @@ def write_segment(spec, path):
     writer(spec, path)
     if spec.extra.get("truncate"):
         _truncate(spec, path)
+    if spec.corrupt_frame is not None:
+        _corrupt_coordinates(spec, path)
     return path
+
+
+def _corrupt_coordinates(spec, path):
+    """Set the first 16 bytes of frame ``spec.corrupt_frame``'s compressed coordinates to
+    0xff, keeping the intact file at :func:`~.spec.intact_path` (the oracle reads that)."""
+    import shutil
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from xtc_samples import damaged_copy
+
+    shutil.copyfile(path, intact_path(path))
+    damaged_copy(intact_path(path), path, spec.corrupt_frame)
 
 
 def _boxes_or_zeros(spec, dtype=np.float32):
