@@ -44,9 +44,6 @@ def hdf5_open_error(path, error):
     text = reason(error)
     if "unable to lock file" in text.lower():
         return InputError(locked_file_message(path))
-    if "locking flag values don't match" in text:
-        return InputError(f"{path}: this process holds the file open without HDF5 file locks (h5mdtool's MDAnalysis "
-                          "reader opens it so); close that Universe first, or open both with locking=False")
     return InputError(f"{path}: not a readable H5MD file ({text})")
 
 

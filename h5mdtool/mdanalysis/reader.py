@@ -27,6 +27,7 @@ float32, as that reader does, box edges turned into ``dimensions`` by
 :func:`MDAnalysis.lib.mdamath.triclinic_box`.
 """
 
+import contextlib
 import os
 import warnings
 
@@ -55,30 +56,41 @@ _FIELDS = ("positions", "velocities", "forces")
 
 
 def _open_file(path, driver=None, comm=None):
-    """``h5py.File(path, "r")`` without HDF5's file locks (where h5py supports it).
+    """Open *path* read-only with h5py, taking no HDF5 file lock; returns (h5py File, the
+    Python file object it reads through, or None).
 
-    A reader never writes, and a lock it takes makes a writer elsewhere (or a reader on a
-    file system without lock support) fail; HDF5 then asks users for
-    ``HDF5_USE_FILE_LOCKING=FALSE``. HDF5 opens a file once per process with one locking
-    mode: when this process holds it open with locks already (MDAnalysis's ``H5MDReader``,
-    a plain ``h5py.File``), it is opened with them again.
+    Without a *driver*, HDF5 reads through a Python file object (h5py's ``fileobj``
+    driver). It takes no file lock, so a writer in another process is not refused and file
+    systems without lock support need no ``HDF5_USE_FILE_LOCKING=FALSE``; and HDF5 keeps the
+    handle apart from other handles on the same file in this process (MDAnalysis's H5MD
+    reader, ``h5py.File(path)``), which may then lock it or not: HDF5 refuses to open one
+    file twice in a process with two locking modes ("file locking flag values don't
+    match"), as ``h5py.File(path, locking=False)`` here would make it. With *driver*
+    (``"mpio"`` and *comm*), h5py opens the file by name with that driver.
     """
     import h5py
 
-    kwargs = {}
     if driver is not None:
-        kwargs["driver"] = driver
-    if comm is not None:
-        kwargs["comm"] = comm
+        kwargs = {"driver": driver} if comm is None else {"driver": driver, "comm": comm}
+        return h5py.File(path, "r", **kwargs), None
+    raw = open(path, "rb", buffering=0)
     try:
-        return h5py.File(path, "r", locking=False, **kwargs)
-    except (TypeError, ValueError) as error:  # an h5py or HDF5 without the locking option
-        if "locking" not in str(error):
-            raise
-    except OSError as error:
-        if "locking flag" not in str(error):
-            raise
-    return h5py.File(path, "r", **kwargs)
+        return h5py.File(raw, "r"), raw
+    except BaseException:
+        raw.close()
+        raise
+
+
+@contextlib.contextmanager
+def opened(path):
+    """``with opened(path) as handle``: :func:`_open_file`, both closed at the end."""
+    handle, raw = _open_file(path)
+    try:
+        yield handle
+    finally:
+        handle.close()
+        if raw is not None:
+            raw.close()
 
 
 def mdanalysis_factor(unit, field, internal_factor):
@@ -143,7 +155,9 @@ class H5MDToolReader(base.ReaderBase):
     positions' unit, values without one in h5mdtool's (nm, ps, nm/ps, kJ/(mol nm)), as
     h5mdtool reads them.
 
-    The file is opened read-only without HDF5 file locks. The reader pickles (MDAnalysis's
+    The file is opened read-only, through a Python file object: HDF5 takes no file lock
+    (see :func:`_open_file`), and other handles on the file in this process (MDAnalysis's
+    own H5MD reader, ``h5py.File``) open it as they like. The reader pickles (MDAnalysis's
     multiprocessing and dask backends copy it): the copy reopens the file by name and
     stands at the same frame. Under ``mpirun`` each rank opens its own reader; a reader
     opened with ``driver="mpio"`` is reopened without MPI-IO when unpickled.
@@ -197,7 +211,7 @@ class H5MDToolReader(base.ReaderBase):
         self._driver, self._comm, self._group = driver, comm, group
         self._block_bytes = max(1, int(block_bytes))
         self._threads = threads
-        self._file = None
+        self._file = self._raw = None
         self._chunks = None
         self._open()
         self._describe()
@@ -216,7 +230,7 @@ class H5MDToolReader(base.ReaderBase):
 
         register_plugins()  # files compressed with hdf5plugin's filters
         try:
-            self._file = _open_file(self.filename, self._driver, self._comm)
+            self._file, self._raw = _open_file(self.filename, self._driver, self._comm)
         except (OSError, ValueError) as error:
             raise hdf5_open_error(self.filename, error) from None
         self._chunks = ChunkReader(self._threads or _threads(self._comm))
@@ -306,7 +320,7 @@ class H5MDToolReader(base.ReaderBase):
     @staticmethod
     def parse_n_atoms(filename, **kwargs):
         """Atoms of the first particle group's position element (MDAnalysis's minimal topology)."""
-        with _open_file(str(filename)) as handle:
+        with opened(str(filename)) as handle:
             particles = handle["particles"]
             group = particles[kwargs.get("group") or next(iter(particles))]
             for name in ELEMENTS:
@@ -563,19 +577,21 @@ class H5MDToolReader(base.ReaderBase):
 
     def close(self):
         """Close the file and stop the decoding threads (idempotent)."""
-        chunks, handle = getattr(self, "_chunks", None), getattr(self, "_file", None)
-        self._chunks = self._file = None
-        if chunks is not None:
-            chunks.close()
+        chunks, handle, raw = getattr(self, "_chunks", None), getattr(self, "_file", None), getattr(self, "_raw", None)
+        self._chunks = self._file = self._raw = None
+        if chunks is not None:  # no wait: close() also runs from __del__, in whatever thread collects garbage
+            chunks.close(wait=False)
         if handle is not None:
             try:
                 handle.close()
             except Exception:  # noqa: BLE001 - closing twice, or at interpreter exit
                 pass
+        if raw is not None:
+            raw.close()
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        for name in ("_file", "_chunks", "_block", "_buffers", "_datasets"):
+        for name in ("_file", "_raw", "_chunks", "_block", "_buffers", "_datasets"):
             state.pop(name, None)
         if state.get("_driver") == "mpio":  # a communicator does not travel: reopen without MPI-IO
             state["_driver"], state["_comm"] = None, None

@@ -16,7 +16,7 @@ from MDAnalysis.core.topologyattrs import (Atomids, Atomnames, Atomtypes, Bonds,
 from MDAnalysis.topology.base import TopologyReaderBase
 
 from ..topology import PARTICLES, VMD, read_stored_topology, residue_segments
-from .reader import H5MDToolReader, _open_file
+from .reader import H5MDToolReader, opened
 
 
 def _per_atom(group, name, n_atoms):
@@ -58,7 +58,7 @@ class H5MDParser(TopologyReaderBase):
             If the stored topology is damaged (arrays that disagree, datasets missing).
         """
         path = str(self.filename)
-        with _open_file(path) as handle:
+        with opened(path) as handle:
             particles = handle.get("particles")
             group = handle.get(PARTICLES)
             if group is not None and f"{VMD}/name" in handle and "species" in group:
