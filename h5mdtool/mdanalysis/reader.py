@@ -51,8 +51,9 @@ _KINDS = {
     "velocities": ("velocity", "speed", "Angstrom/ps", 10.0),
     "forces": ("force", "force", "kJ/(mol*Angstrom)", 0.1),
 }
-#: Timestep attribute holding each field's array.
+#: Timestep attribute holding each field's array, and the one saying whether a frame has it.
 _FIELDS = ("positions", "velocities", "forces")
+_HAS = {field: f"has_{field}" for field in _FIELDS}
 
 
 def _open_file(path, driver=None, comm=None):
@@ -131,10 +132,10 @@ class _Block:
     """Frames ``[start, stop)`` read from the file: stored values of each field, boxes,
     times, steps and observables, and the row in the stored values of each frame."""
 
-    __slots__ = ("start", "stop", "values", "index", "present", "dimensions", "observables")
+    __slots__ = ("start", "stop", "slot", "values", "index", "present", "dimensions", "observables")
 
-    def __init__(self, start, stop):
-        self.start, self.stop = start, stop
+    def __init__(self, start, stop, slot):
+        self.start, self.stop, self.slot = start, stop, slot
         self.values, self.index, self.present = {}, {}, {}
         self.dimensions = None
         self.observables = {}
@@ -218,7 +219,7 @@ class H5MDToolReader(base.ReaderBase):
         self._frame = -1
         self.ts = self._Timestep(self.n_atoms, positions=self.has_positions, velocities=self.has_velocities,
                                  forces=self.has_forces, **self._ts_kwargs)
-        self._read_next_timestep()
+        self._read_frame(0, sequential=False)  # one chunk row: the user may not iterate
 
     # -- opening -----------------------------------------------------------------------
 
@@ -235,6 +236,8 @@ class H5MDToolReader(base.ReaderBase):
             raise hdf5_open_error(self.filename, error) from None
         self._chunks = ChunkReader(self._threads or _threads(self._comm))
         self._block = None
+        self._pending = None  # the next block, read in the background while iterating forward
+        self._prefetcher = None
         self._buffers = {}
         self._datasets = {}  # path -> (h5py Dataset, whether h5mdtool's threads decode its chunks)
 
@@ -273,7 +276,8 @@ class H5MDToolReader(base.ReaderBase):
         self.compression, self.compression_opts = first.compression, first.compression_opts
         self._chunk_frames = int(first.chunks[0]) if first.chunks else 1
         frame_bytes = sum(self.n_atoms * 3 * e["dtype"].itemsize for e in self._elements.values())
-        rows = max(1, self._block_bytes // max(1, frame_bytes * self._chunk_frames))
+        # two blocks live while iterating forward: the one served and the next, read meanwhile
+        rows = max(1, self._block_bytes // 2 // max(1, frame_bytes * self._chunk_frames))
         self._sequential_frames = min(max(1, self._n_frames), rows * self._chunk_frames)
         self._observables = self._observable_datasets()
 
@@ -358,13 +362,13 @@ class H5MDToolReader(base.ReaderBase):
     def _read_next_timestep(self, ts=None):
         return self._read_frame(self._frame + 1, ts)
 
-    def _read_frame(self, frame, ts=None):
+    def _read_frame(self, frame, ts=None, sequential=None):
         """Fill the Timestep with *frame* (read from the block holding it)."""
         if not 0 <= frame < self._n_frames:
             raise IOError(f"frame {frame} is outside the {self._n_frames} frames")
         block = self._block
         if block is None or frame not in block:
-            block = self._block = self._read_block(frame, sequential=frame == self._frame + 1)
+            block = self._block = self._switch_block(frame, frame == self._frame + 1 if sequential is None else sequential)
         self._frame = frame
         ts = self.ts if ts is None else ts
         self._fill(ts, block, frame)
@@ -382,9 +386,35 @@ class H5MDToolReader(base.ReaderBase):
         length = self._sequential_frames if sequential else chunk
         return start, min(self._n_frames, start + max(length, chunk))
 
-    def _read_block(self, frame, sequential):
-        start, stop = self._block_range(frame, sequential)
-        block = _Block(start, stop)
+    def _switch_block(self, frame, sequential):
+        """The block holding *frame*: the one read in the background if it does, else read
+        now (into the buffers not being served). Iterating forward, the block after it is
+        then read in the background."""
+        pending, self._pending = self._pending, None
+        block = None
+        if pending is not None:
+            try:
+                ready = pending.result()
+            except Exception:  # noqa: BLE001 - a failed look-ahead: read again below, and raise then
+                ready = None
+            if ready is not None and frame in ready:
+                block = ready
+        if block is None:
+            slot = 0 if self._block is None else 1 - self._block.slot
+            block = self._read_block(*self._block_range(frame, sequential), slot)
+        if sequential and block.stop < self._n_frames:
+            if self._prefetcher is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._prefetcher = ThreadPoolExecutor(1, thread_name_prefix="h5mdtool-prefetch")
+            start, stop = self._block_range(block.stop, True)
+            self._pending = self._prefetcher.submit(self._read_block, start, stop, 1 - block.slot)
+        return block
+
+    def _read_block(self, start, stop, slot):
+        """Frames ``[start, stop)``: each field's values in MDAnalysis's units (float32),
+        boxes and observables, into the buffers of *slot* (0 or 1)."""
+        block = _Block(start, stop, slot)
         for field, element in self._elements.items():
             present = self._present[field][start:stop]
             block.present[field] = present
@@ -394,7 +424,8 @@ class H5MDToolReader(base.ReaderBase):
                 continue
             else:
                 rows = np.arange(start, stop)[present] if element["rows"] is None else element["rows"][start:stop][present]
-            block.values[field] = self._read_rows(field, element, int(rows[0]), int(rows[-1]) + 1)
+            stored = self._read_rows(field, element, int(rows[0]), int(rows[-1]) + 1, buffer_key=(slot, field))
+            block.values[field] = self._converted(stored, element["factor"], (slot, field, "float32"))
             # position of each frame's values in the block's stored rows (-1: none; None: the frame's own)
             block.index[field] = None if present.all() else np.where(present, np.cumsum(present) - 1, -1)
         block.dimensions = self._block_dimensions(start, stop)
@@ -431,6 +462,24 @@ class H5MDToolReader(base.ReaderBase):
                              f"({error})") from None
         return out
 
+    def _converted(self, stored, factor, key):
+        """*stored* as float32 values times *factor* (float32 arithmetic, as MDAnalysis's
+        H5MDReader computes), in place when the stored type has 4 bytes."""
+        if stored.dtype == np.float32 and factor is None:
+            return stored
+        if stored.dtype.itemsize == 4:
+            out = stored.view(np.float32)
+        else:
+            buffer = self._buffers.get(key)
+            if buffer is None or buffer.size < stored.size:
+                buffer = self._buffers[key] = np.empty(stored.size, np.float32)
+            out = buffer[:stored.size].reshape(stored.shape)
+        if factor is None:
+            out[...] = stored
+        else:
+            np.multiply(stored, factor, out=out, dtype=np.float32, casting="unsafe")
+        return out
+
     def _block_dimensions(self, start, stop):
         """MDAnalysis ``dimensions`` (float32, zeros where there is no box) of frames ``[start, stop)``."""
         box = self._box
@@ -461,19 +510,13 @@ class H5MDToolReader(base.ReaderBase):
     def _fill(self, ts, block, frame):
         i = frame - block.start
         ts.frame = frame
-        for field, element in self._elements.items():
+        for field in self._elements:
             present = bool(block.present[field][i])
-            if getattr(ts, "has_" + field) != present:
-                setattr(ts, "has_" + field, present)
-            if not present:
-                continue
-            index = block.index[field]
-            stored = block.values[field][i if index is None else index[i]]
-            target = getattr(ts, field)
-            if element["factor"] is None:
-                target[...] = stored
-            else:  # float32 values times MDAnalysis's factor in float32, as its H5MDReader computes
-                np.multiply(stored, element["factor"], out=target, dtype=np.float32, casting="unsafe")
+            if getattr(ts, _HAS[field]) != present:
+                setattr(ts, _HAS[field], present)
+            if present:
+                index = block.index[field]
+                getattr(ts, field)[...] = block.values[field][i if index is None else index[i]]
         ts.dimensions = block.dimensions[i]
         if self._times is not None:
             ts.time = self._times[frame]
@@ -577,6 +620,15 @@ class H5MDToolReader(base.ReaderBase):
 
     def close(self):
         """Close the file and stop the decoding threads (idempotent)."""
+        pending, prefetcher = getattr(self, "_pending", None), getattr(self, "_prefetcher", None)
+        self._pending = self._prefetcher = None
+        if pending is not None and not pending.cancel():
+            try:  # a look-ahead read in progress finishes before the file closes
+                pending.exception()
+            except Exception:  # noqa: BLE001 - cancelled meanwhile
+                pass
+        if prefetcher is not None:
+            prefetcher.shutdown(wait=False)
         chunks, handle, raw = getattr(self, "_chunks", None), getattr(self, "_file", None), getattr(self, "_raw", None)
         self._chunks = self._file = self._raw = None
         if chunks is not None:  # no wait: close() also runs from __del__, in whatever thread collects garbage
@@ -591,7 +643,7 @@ class H5MDToolReader(base.ReaderBase):
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        for name in ("_file", "_raw", "_chunks", "_block", "_buffers", "_datasets"):
+        for name in ("_file", "_raw", "_chunks", "_block", "_pending", "_prefetcher", "_buffers", "_datasets"):
             state.pop(name, None)
         if state.get("_driver") == "mpio":  # a communicator does not travel: reopen without MPI-IO
             state["_driver"], state["_comm"] = None, None
