@@ -79,8 +79,36 @@ def _load(path):
     return read_universe(path)
 
 
+def resolve_topology(inputs, topology=None):
+    """The topology to read for trajectory *inputs*, and where it comes from.
+
+    Parameters
+    ----------
+    inputs : list of str
+    topology : str, optional
+        A topology file (an H5MD file carrying one counts too).
+
+    Returns
+    -------
+    (str, str)
+        The topology's path, and ``"file"`` or ``"stored in PATH"``.
+
+    Raises
+    ------
+    UsageError
+        No *topology* and the input is not one H5MD file carrying its topology.
+    """
+    if topology is not None:
+        return topology, (f"stored in {topology}" if carries_topology(topology) else "file")
+    if len(inputs) == 1 and os.path.isfile(inputs[0]) and carries_topology(inputs[0]):
+        return inputs[0], f"stored in {inputs[0]}"
+    raise UsageError("--topology FILE is needed: the input carries no topology "
+                     "(h5mdtool convert --topology stores one in an H5MD file)")
+
+
 def read_universe(path, what="topology"):
-    """``MDAnalysis.Universe(path)`` with its warnings silenced.
+    """``MDAnalysis.Universe(path)`` with its warnings silenced; for an H5MD file carrying its
+    topology, that topology (:func:`universe_from_h5md`).
 
     Raises
     ------
@@ -89,6 +117,8 @@ def read_universe(path, what="topology"):
     """
     import MDAnalysis
 
+    if carries_topology(path):
+        return universe_from_h5md(path)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -283,7 +313,8 @@ def write_topology(path, universe, atom_indices=None, topology_path=None):
             connectivity["bonds"].attrs["particles_group"] = handle[PARTICLES].ref
     return {"atoms": len(record["id"]), "species": len(record["kind_names"]),
             "residues": len(record["resnames"]), "bonds": 0 if bonds is None else len(bonds),
-            "source": topology_path}
+            "source": (f"the topology stored in {topology_path}" if topology_path and carries_topology(topology_path)
+                       else topology_path)}
 
 
 def read_stored_topology(path, handle=None):
