@@ -30,6 +30,7 @@ from .inputs import inspect_input, open_source
 from .partition import partition_frames
 from .references import cite
 from .timing import PhaseClock, find_stragglers
+from .topology import resolve_topology
 
 #: Compute-to-I/O ratio from which Khoshlessan et al. 2020's Heuristic 1 applies (its text lost the symbol
 #: of the threshold, "much larger than 1"; its compute-bound workloads had ratios of 11, 19
@@ -203,13 +204,14 @@ def _provenance(records):
             "hosts": sorted({r["host"] for r in records}), "versions": software_versions()}
 
 
-def _topology_record(topology, n_atoms):
+def _topology_record(topology, n_atoms, source):
     stat = os.stat(topology)
-    return {"path": os.path.abspath(topology), "size": stat.st_size, "mtime": stat.st_mtime, "n_atoms": n_atoms}
+    return {"path": os.path.abspath(topology), "size": stat.st_size, "mtime": stat.st_mtime, "n_atoms": n_atoms,
+            "source": source}
 
 
 @entry_point
-def bench_rmsd(inputs, topology, *, comm=None, select="name CA", calc_select=(), index=None, weights=None,
+def bench_rmsd(inputs, topology=None, *, comm=None, select="name CA", calc_select=(), index=None, weights=None,
                reference=None, ref_frame=None, start=None, stop=None, step=None, begin=None, end=None, dt=None,
                group=None, block_frames=1024, compute_load=1, repeat=1, engine="blocks", format=None):
     """Run the parallel RMSD benchmark and return the RMSDs and the report (rank 0; None elsewhere).
@@ -222,8 +224,9 @@ def bench_rmsd(inputs, topology, *, comm=None, select="name CA", calc_select=(),
     inputs : str or sequence of str
         An H5MD file, a split manifest (or its directory), or XTC/TRR/DCD segments of one
         trajectory, in order.
-    topology : str
-        Topology read by MDAnalysis (its atom count must match the trajectory's).
+    topology : str, optional
+        Topology read by MDAnalysis (its atom count must match the trajectory's). Default:
+        the topology an H5MD input carries (``convert --topology`` stores one).
     comm : mpi4py communicator, optional
     select : str
         The fit group: an MDAnalysis selection, or with *index* a group name or number.
@@ -278,6 +281,7 @@ def bench_rmsd(inputs, topology, *, comm=None, select="name CA", calc_select=(),
     if engine not in ENGINES:
         raise mark_collective(UsageError(f"--engine must be blocks or frames, got {engine!r}"))
     paths = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    topology, topology_source = root_call(comm, resolve_topology, paths, topology)
     options = AnalysisOptions(select=select, calc_select=tuple(calc_select), index=index, weights=weights,
                               reference=reference, ref_frame=ref_frame, start=start, stop=stop, step=step,
                               begin=begin, end=end, dt=dt)
@@ -299,7 +303,7 @@ def bench_rmsd(inputs, topology, *, comm=None, select="name CA", calc_select=(),
         "input": {"path": info.path, "paths": [f["path"] for f in info.files] if info.kind != "split" else [info.path],
                   "kind": info.kind, "format": info.format, "n_atoms": info.n_atoms, "files": info.files,
                   **info.layout},
-        "topology": _topology_record(topology, info.n_atoms),
+        "topology": _topology_record(topology, info.n_atoms, topology_source),
         "select": select, "n_selected": description["atoms"]["fit"]["n"], "labels": plan.labels,
         "ref_frame": description["reference"].get("frame"), "analysis": description,
         "partition": partition.describe(), "provenance": _provenance(records),

@@ -87,6 +87,8 @@ def print_rmsd_report(report):
                f"{report['n_frames']} frames, fit {analysis['atoms']['fit']['label']!r} "
                f"({report['n_selected']} atoms){groups}, weights {analysis['weights']}, reference {reference}, "
                f"engine {report['engine']}, compute load {report['compute_load']}, {report['n_ranks']} rank(s)")
+    topology = report["topology"]
+    click.echo(f"topology: {topology['path'] if topology.get('source', 'file') == 'file' else topology['source']}")
     partition = report["partition"]
     if partition["scheme"] == "parts":
         click.echo(f"partition: whole parts, {partition['units'] // report['n_ranks']} of {partition['units']} per rank")
@@ -116,7 +118,7 @@ def print_rmsd_report(report):
 
 @click.command("rmsd")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
-@click.option("--topology", "-t", required=True, metavar="FILE", help="Topology read by MDAnalysis (PSF, GRO, TPR, PDB...); its atom count must match INPUT's.")
+@click.option("--topology", "-t", default=None, metavar="FILE", help="Topology read by MDAnalysis (PSF, GRO, TPR, PDB..., or an H5MD file carrying one); its atom count must match INPUT's. Default: the topology an H5MD INPUT carries (convert --topology stores one).")
 @click.option("--select", "-s", default="name CA", show_default=True, metavar="SEL", help="Fit group: an MDAnalysis selection, or with -n a group of the index file (name or number). Evaluated on the reference frame's coordinates (and box) from the trajectory, as MDAnalysis evaluates it on the current frame.")
 @click.option("--calc-select", multiple=True, metavar="SEL", help="Further RMSD group, measured after the fit on --select without refitting (MDAnalysis's groupselections, gmx rms's calc group); repeat for several. Selection or index group.")
 @click.option("--index", "-n", default=None, metavar="NDX", help="GROMACS index file; --select and --calc-select may name its groups by name or number (from 0, as gmx lists them).")
@@ -162,6 +164,7 @@ def rmsd_command(inputs, topology, select, calc_select, index, weights, referenc
     \b
     Examples:
       h5mdtool bench rmsd md.h5md -t md.psf
+      h5mdtool bench rmsd md.h5md                     # the topology convert -t stored in it
       mpirun -n 8 h5mdtool bench rmsd md.h5md -t md.tpr --repeat 3 --out rmsd-8.json
       mpirun -n 4 h5mdtool bench rmsd parts/ -t md.tpr --engine frames
       h5mdtool bench rmsd run1.xtc run2.xtc -t md.tpr -n index.ndx -s Backbone \\
@@ -180,7 +183,8 @@ def rmsd_command(inputs, topology, select, calc_select, index, weights, referenc
         except UsageError as error:
             raise mark_collective(error)
     # before the run, so a long benchmark is not lost to an unwritable output
-    root_call(comm, _check_outputs, (out_path, rmsd_out, plot_path), (*inputs, topology), force, plot_path)
+    root_call(comm, _check_outputs, (out_path, rmsd_out, plot_path), tuple(inputs) + ((topology,) if topology else ()),
+              force, plot_path)
     result = bench_rmsd(list(inputs), topology, comm=comm, select=select, calc_select=calc_select, index=index,
                         weights=None if weights == "none" else weights, reference=reference, ref_frame=ref_frame,
                         start=start, stop=stop, step=step, begin=begin, end=end, dt=dt, group=group, format=input_format,

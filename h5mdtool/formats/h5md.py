@@ -184,6 +184,19 @@ def _rows(element_steps, steps):
     return np.where(element_steps[rows] == steps, rows, -1).astype(np.int64)
 
 
+def _particle_facts(path, handle, group):
+    """Name, elements, boundary, box and set box rows of the particle group *group* of the open file."""
+    name = _particle_group(path, handle, group)
+    particles = handle["particles"][name]
+    found = {element: _element(path, particles, element) for element in ELEMENTS if element in particles}
+    if "position" not in found:
+        raise InputError(f"{path}: particle group {name!r} has no position element")
+    boundary, box = _box(path, particles, found["position"]["factor"])
+    set_rows = _set_box_rows(particles, box)
+    others = [other for other in handle["particles"] if other != name]
+    return name, found, boundary, box, set_rows, others
+
+
 class H5MDFormat(Format):
     """H5MD 1.0/1.1 files: positions, velocities, forces and box of one particle group."""
 
@@ -191,7 +204,9 @@ class H5MDFormat(Format):
     extensions = (".h5md", ".h5")
 
     @classmethod
-    def scan(cls, path, on_truncated="error", group=None):
+    def scan(cls, path, on_truncated="error", group=None, handle=None):
+        """The :class:`Segment` of *path*; *handle*, an h5py File open on it, is read instead
+        of opening the file again (and left open)."""
         import h5py
 
         from ..h5md.codecs import register_plugins
@@ -199,15 +214,11 @@ class H5MDFormat(Format):
         register_plugins()  # files compressed with hdf5plugin's filters
         stat = file_stat(path)
         try:
-            with h5py.File(path, "r") as handle:
-                name = _particle_group(path, handle, group)
-                particles = handle["particles"][name]
-                found = {element: _element(path, particles, element) for element in ELEMENTS if element in particles}
-                if "position" not in found:
-                    raise InputError(f"{path}: particle group {name!r} has no position element")
-                boundary, box = _box(path, particles, found["position"]["factor"])
-                set_rows = _set_box_rows(particles, box)
-                others = [other for other in handle["particles"] if other != name]
+            if handle is None:
+                with h5py.File(path, "r") as opened:
+                    name, found, boundary, box, set_rows, others = _particle_facts(path, opened, group)
+            else:
+                name, found, boundary, box, set_rows, others = _particle_facts(path, handle, group)
         except InputError as error:
             if group is None and len(_group_names(path)) > 1:
                 raise InputError(f"{error} (h5mdtool reads the first particle group listed, as MDAnalysis "

@@ -370,9 +370,10 @@ class ChunkReader:
         self.pool = ThreadPoolExecutor(self.threads, thread_name_prefix="h5mdtool-decode")
         self.pipelines = {}
 
-    def close(self):
-        """Stop the decoding threads."""
-        self.pool.shutdown(wait=True)
+    def close(self, wait=True):
+        """Stop the decoding threads; without *wait*, return at once (from a finalizer, where
+        joining a thread can deadlock in the interpreter's thread bookkeeping)."""
+        self.pool.shutdown(wait=wait)
 
     def _pipeline(self, dataset):
         key = (dataset.file.id.fileno, dataset.name)

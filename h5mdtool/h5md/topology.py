@@ -22,6 +22,7 @@ residues, segments, masses, charges, bonds), so ``bench rmsd`` and ``validate`` 
 separate topology and ``h5mdtool topology`` can write one for other programs.
 """
 
+import contextlib
 import os
 import warnings
 
@@ -78,8 +79,36 @@ def _load(path):
     return read_universe(path)
 
 
+def resolve_topology(inputs, topology=None):
+    """The topology to read for trajectory *inputs*, and where it comes from.
+
+    Parameters
+    ----------
+    inputs : list of str
+    topology : str, optional
+        A topology file (an H5MD file carrying one counts too).
+
+    Returns
+    -------
+    (str, str)
+        The topology's path, and ``"file"`` or ``"stored in PATH"``.
+
+    Raises
+    ------
+    UsageError
+        No *topology* and the input is not one H5MD file carrying its topology.
+    """
+    if topology is not None:
+        return topology, (f"stored in {topology}" if carries_topology(topology) else "file")
+    if len(inputs) == 1 and os.path.isfile(inputs[0]) and carries_topology(inputs[0]):
+        return inputs[0], f"stored in {inputs[0]}"
+    raise UsageError("--topology FILE is needed: the input carries no topology "
+                     "(h5mdtool convert --topology stores one in an H5MD file)")
+
+
 def read_universe(path, what="topology"):
-    """``MDAnalysis.Universe(path)`` with its warnings silenced.
+    """``MDAnalysis.Universe(path)`` with its warnings silenced; for an H5MD file carrying its
+    topology, that topology (:func:`universe_from_h5md`).
 
     Raises
     ------
@@ -88,6 +117,8 @@ def read_universe(path, what="topology"):
     """
     import MDAnalysis
 
+    if carries_topology(path):
+        return universe_from_h5md(path)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -296,52 +327,101 @@ def write_topology(path, universe, atom_indices=None, topology_path=None):
             connectivity["bonds"].attrs["particles_group"] = handle[PARTICLES].ref
     return {"atoms": len(record["id"]), "species": len(record["kind_names"]),
             "residues": len(record["resnames"]), "bonds": 0 if bonds is None else len(bonds),
-            "source": topology_path}
+            "source": (f"the topology stored in {topology_path}" if topology_path and carries_topology(topology_path)
+                       else topology_path)}
+
+
+def read_stored_topology(path, handle=None):
+    """The topology arrays an H5MD file carries (what :func:`write_topology` writes).
+
+    Parameters
+    ----------
+    path : str
+        The file (named in messages; opened unless *handle* is given).
+    handle : h5py.File, optional
+        The file, already open.
+
+    Returns
+    -------
+    dict
+        ``names``, ``types`` (per atom), ``resindex`` (per atom), ``resnames``, ``resnums``
+        (per residue), ``segids`` (per segment), ``segindex`` (per atom), and where stored
+        ``masses``, ``charges`` (per atom), ``bonds`` ((n, 2) 0-based), ``source_ids``
+        (per atom: index in the source system), ``source`` (the topology file's name).
+
+    Raises
+    ------
+    InputError
+        If the structure module cannot be read.
+    """
+    import h5py
+
+    try:
+        with (h5py.File(path, "r") if handle is None else contextlib.nullcontext(handle)) as opened:
+            group, vmd = opened[PARTICLES], opened[VMD]
+            species = group["species"][()]
+            resnames = vmd["resname"][()].astype(str)
+            record = {
+                "names": vmd["name"][()].astype(str)[species],
+                "types": vmd["type"][()].astype(str)[species],
+                "resindex": vmd["resid"][()],
+                "resnames": resnames,
+                "resnums": vmd["resnum"][()] if "resnum" in vmd else np.arange(1, len(resnames) + 1),
+                "segids": vmd["segid"][()].astype(str),
+                "segindex": vmd["num_segid"][()],
+                "source": printable(str(vmd.attrs.get("source", ""))) or None,
+            }
+            for key, name in (("masses", "mass"), ("charges", "charge"), ("source_ids", "id")):
+                if name in group:
+                    record[key] = group[name][()]
+            if "connectivity/bonds" in opened:
+                record["bonds"] = np.asarray(opened["connectivity/bonds"][()], np.int64).reshape(-1, 2)
+            elif "bond_from" in vmd and "bond_to" in vmd:
+                record["bonds"] = np.stack([vmd["bond_from"][()], vmd["bond_to"][()]], axis=1).astype(np.int64) - 1
+    except (KeyError, OSError, ValueError, IndexError, TypeError) as error:
+        raise InputError(f"{path}: its topology (/parameters/vmd_structure) cannot be read ({_reason(error)})") from None
+    n_atoms = len(record["names"])
+    if len(record["resindex"]) != n_atoms or len(record["segindex"]) != n_atoms:
+        raise InputError(f"{path}: its topology gives {n_atoms} atoms' species but {len(record['resindex'])} "
+                         "atoms' residues")
+    return record
+
+
+def residue_segments(record):
+    """Segment index of each residue of a :func:`read_stored_topology` record (its first atom's)."""
+    n_residues = len(record["resnames"])
+    first = np.unique(record["resindex"], return_index=True)[1]
+    if len(first) == n_residues:
+        return np.asarray(record["segindex"])[first]
+    return np.zeros(n_residues, np.int64)
 
 
 def universe_from_h5md(path):
     """An MDAnalysis Universe from the topology an H5MD file carries, with its trajectory."""
-    import h5py
     import MDAnalysis
 
-    try:
-        with h5py.File(path, "r") as handle:
-            group, vmd = handle[PARTICLES], handle[VMD]
-            species = group["species"][()]
-            names = vmd["name"][()].astype(str)[species]
-            types = vmd["type"][()].astype(str)[species]
-            resindex = vmd["resid"][()]
-            resnames = vmd["resname"][()].astype(str)
-            resnums = vmd["resnum"][()] if "resnum" in vmd else np.arange(1, len(resnames) + 1)
-            segids = vmd["segid"][()].astype(str)
-            segindex = vmd["num_segid"][()]
-            masses = group["mass"][()] if "mass" in group else None
-            charges = group["charge"][()] if "charge" in group else None
-            bonds = handle["connectivity/bonds"][()] if "connectivity/bonds" in handle else None
-            source_ids = group["id"][()] if "id" in group else None
-    except (KeyError, OSError, ValueError, IndexError) as error:
-        raise InputError(f"{path}: its topology (/parameters/vmd_structure) cannot be read ({_reason(error)})") from None
-    n_atoms, n_residues, n_segments = len(species), len(resnames), len(segids)
-    first = np.unique(resindex, return_index=True)[1]
-    residue_segment = segindex[first] if len(first) == n_residues else np.zeros(n_residues, np.int64)
+    record = read_stored_topology(path)
+    names, resnames, segids = record["names"], record["resnames"], record["segids"]
+    n_atoms, n_residues, n_segments = len(names), len(resnames), len(segids)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         universe = MDAnalysis.Universe.empty(n_atoms, n_residues=n_residues, n_segments=n_segments,
-                                             atom_resindex=resindex, residue_segindex=residue_segment,
-                                             trajectory=False)
+                                             atom_resindex=record["resindex"],
+                                             residue_segindex=residue_segments(record), trajectory=False)
         universe.add_TopologyAttr("names", names)
-        universe.add_TopologyAttr("types", types)
+        universe.add_TopologyAttr("types", record["types"])
         universe.add_TopologyAttr("resnames", resnames)
-        universe.add_TopologyAttr("resids", resnums)
-        universe.add_TopologyAttr("resnums", resnums)
+        universe.add_TopologyAttr("resids", record["resnums"])
+        universe.add_TopologyAttr("resnums", record["resnums"])
         universe.add_TopologyAttr("segids", segids)
-        if masses is not None:
-            universe.add_TopologyAttr("masses", masses)
-        if charges is not None:
-            universe.add_TopologyAttr("charges", charges)
+        if "masses" in record:
+            universe.add_TopologyAttr("masses", record["masses"])
+        if "charges" in record:
+            universe.add_TopologyAttr("charges", record["charges"])
+        bonds = record.get("bonds")
         if bonds is not None and len(bonds):
             universe.add_TopologyAttr("bonds", [tuple(pair) for pair in bonds])
-        universe.h5mdtool_source_ids = source_ids
+        universe.h5mdtool_source_ids = record.get("source_ids")
         try:
             universe.load_new(path, format="H5MD")
         except Exception as error:  # noqa: BLE001 - the topology alone is still useful

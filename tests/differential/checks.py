@@ -253,6 +253,65 @@ def check_mdanalysis_readback(path, topology, expected, precision=None):
     return []
 
 
+def check_reader_readback(path, expected, precision=None, want_velocities=True, want_forces=True, label="output"):
+    """h5mdtool's own MDAnalysis reader (``h5mdtool.mdanalysis``, format H5MDTOOL) gives the
+    oracle's frames: at every frame holding positions, the positions (Angstrom), the
+    velocities and forces where the source has them (and only there), step, time and box."""
+    import h5mdtool.mdanalysis
+    from MDAnalysis.lib.mdamath import triclinic_box
+
+    mask = expected.positions.mask
+    if not mask.any():
+        return []
+    frames = np.flatnonzero(mask)
+    try:
+        reader = h5mdtool.mdanalysis.H5MDToolReader(path, block_bytes=1 << 16)  # blocks of a few frames
+    except Exception as error:  # noqa: BLE001 - any failure to open is the finding
+        return [Failure("reader-unreadable", f"{label}: h5mdtool.mdanalysis cannot open it: {type(error).__name__}: "
+                                             f"{str(error)[:200]}")]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            read = [ts.frame for ts in reader if ts.has_positions]
+            if len(read) != len(frames):
+                return [Failure("reader-frames", f"{label}: the H5MDTOOL reader reads {len(read)} frames with positions, "
+                                                 f"expected {len(frames)}")]
+            tolerance = 10.0 * (precision / 2 if precision else 0.0)
+            fields = [("velocities", expected.velocities, want_velocities), ("forces", expected.forces, want_forces)]
+            order = list(range(len(frames)))
+            order += order[::-1][:3]  # random access after iterating: back to the last frames
+            for number in order:
+                ts = reader[read[number]]
+                i = frames[number]
+                want = expected.positions.values[i] * 10.0
+                limit = tolerance + 4 * np.spacing(np.abs(want).astype(np.float32)).astype(np.float64) + 1e-30
+                if np.any(np.abs(ts.positions.astype(np.float64) - want) > limit):
+                    return [Failure("reader-positions", f"{label}: the H5MDTOOL reader reads other positions at frame {i}")]
+                if ts.data["step"] != expected.steps[i]:
+                    return [Failure("reader-step", f"{label}: step {ts.data['step']} at frame {i}, expected {expected.steps[i]}")]
+                if expected.times is not None and abs(ts.time - expected.times[i]) > 1e-9 * max(1.0, abs(expected.times[i])):
+                    return [Failure("reader-time", f"{label}: time {ts.time} at frame {i}, expected {expected.times[i]}")]
+                for name, field, wanted in fields:
+                    has = wanted and field is not None and bool(field.mask[i])
+                    if getattr(ts, f"has_{name}") != has:
+                        return [Failure(f"reader-{name}", f"{label}: has_{name} is {not has} at frame {i}")]
+                    if has:
+                        value = field.values[i] * (10.0 if name == "velocities" else 0.1)
+                        bound = 4 * np.spacing(np.abs(value).astype(np.float32)).astype(np.float64) + 1e-30
+                        if np.any(np.abs(getattr(ts, name).astype(np.float64) - value) > bound):
+                            return [Failure(f"reader-{name}", f"{label}: other {name} at frame {i}")]
+                if expected.has_box and expected.box_mask[i] and all(expected.boundary):
+                    want_box = triclinic_box(*(expected.edges[i] * 10.0))
+                    if ts.dimensions is None or np.any(np.abs(ts.dimensions - want_box) > 1e-4 * np.maximum(1.0, np.abs(want_box))):
+                        return [Failure("reader-box", f"{label}: box {None if ts.dimensions is None else ts.dimensions.tolist()} "
+                                                      f"at frame {i}, expected {want_box.tolist()}")]
+    except Exception as error:  # noqa: BLE001 - any failure to read is the finding
+        return [Failure("reader-unreadable", f"{label}: the H5MDTOOL reader fails: {type(error).__name__}: {str(error)[:200]}")]
+    finally:
+        reader.close()
+    return []
+
+
 def _far_outside_the_box(expected, lengths=99.0):
     """Some frame of *expected* has all its atoms about 100 box lengths beyond one face of its
     periodic box (validate's DATA003; generated coordinates can be that far from a small box)."""

@@ -31,7 +31,8 @@ import numpy as np
 
 from . import oracle
 from .cases import command_line, input_format, outputs, reproduction, request
-from .checks import Failure, check_frames, check_mdanalysis_readback, check_validate, leftover_temporaries, expected_errors
+from .checks import (Failure, check_frames, check_mdanalysis_readback, check_reader_readback, check_validate,
+                     expected_errors, leftover_temporaries)
 from .h5md_output import read_output
 from .known import classify
 from .pool import ROOT, Pool
@@ -433,6 +434,8 @@ def _judge_convert(case, the_plan, summary, ranks):
                               precision)
     if not failures and not allowed:  # wrong values would only be seen again through MDAnalysis
         failures += check_mdanalysis_readback(path, _topology_for(case), the_plan.expected, precision)
+        failures += check_reader_readback(path, the_plan.expected, precision, options.get("velocities", True),
+                                          options.get("forces", True))
     failures += check_validate(path, allowed=allowed + carried_over_rules(case))
     return failures
 
@@ -518,7 +521,12 @@ def _judge_split(case, the_plan, summary, ranks):
                 got = oracle.read_segment(spec, path, case.topology)
                 failures += [Failure(f.kind, f"{label}: {f.message}") for f in compare_frames(got, want)]
             else:
-                failures += check_frames(read_output(path), want, precision=case.options.get("precision"), label=label)
+                part_failures = check_frames(read_output(path), want, precision=case.options.get("precision"), label=label)
+                if not part_failures:
+                    part_failures = check_reader_readback(path, want, case.options.get("precision"),
+                                                          case.options.get("velocities", True),
+                                                          case.options.get("forces", True), label=label)
+                failures += part_failures
         except Exception as error:  # noqa: BLE001
             failures.append(Failure("split-part-unreadable", f"{label}: {type(error).__name__}: {str(error)[:200]}"))
     if sum(sizes) != expected.n_frames:

@@ -1,0 +1,654 @@
+"""The ``H5MDTOOL`` MDAnalysis reader: H5MD frames served from blocks of whole chunks.
+
+MDAnalysis's ``H5MDReader`` makes a few h5py calls per frame, and HDF5 decompresses a whole
+chunk for every frame it reads from it: iterating a file with 26-frame compressed chunks
+decompresses every chunk 26 times. This reader reads runs of whole chunk rows (a *block*:
+up to ``block_bytes`` of stored frames, at least one chunk row) through h5mdtool's chunk
+reader (:class:`h5mdtool.chunkcodec.ChunkReader`: the stored bytes read by HDF5, decoded in
+threads with the dataset's own filters) and fills each frame's
+:class:`~MDAnalysis.coordinates.timestep.Timestep` from the block:
+
+- iterating forward (``for ts in u.trajectory``, ``u.trajectory[a:b]``, an analysis'
+  ``run()``) reads blocks of ``block_bytes``;
+- any other jump (``u.trajectory[i]``, fancy indexing, large strides) reads the one chunk
+  row holding the frame, kept until a frame outside it is asked for;
+- :meth:`H5MDToolReader.timeseries` reads the atoms asked for, block by block, straight
+  into its result.
+
+Frames are those of h5mdtool's scan of the particle group (:mod:`h5mdtool.formats.h5md`):
+the steps sampled by ``position``, ``velocity`` or ``force``. An element sampled at other
+steps than the positions (a TRR converted with ``nstvout != nstxout``) is present at its own
+steps only: ``ts.has_velocities`` says per frame whether the frame holds velocities, as
+MDAnalysis's TRR reader says it for the TRR the file was converted from. When every element
+samples the same steps (every file MDAnalysis's ``H5MDWriter`` writes, and h5mdtool's
+unless asked otherwise), the frames are MDAnalysis's ``H5MDReader``'s, and so are the
+values: stored values are cast to float32 and multiplied by MDAnalysis's unit factor in
+float32, as that reader does, box edges turned into ``dimensions`` by
+:func:`MDAnalysis.lib.mdamath.triclinic_box`.
+"""
+
+import contextlib
+import os
+import warnings
+
+import numpy as np
+from MDAnalysis import units as mda_units
+from MDAnalysis.coordinates import base
+from MDAnalysis.coordinates.H5MD import H5MDReader, H5MDWriter
+from MDAnalysis.exceptions import NoDataError
+from MDAnalysis.lib.mdamath import triclinic_box
+from MDAnalysis.lib.util import store_init_arguments
+
+from ..errors import InputError
+from ..formats.h5md import ELEMENTS, H5MDFormat, text
+
+#: Default memory of a block: stored frames decoded at once when iterating forward.
+BLOCK_BYTES = 64 * 1024**2
+#: MDAnalysis's name of each field's unit kind, its base unit, and the factor from
+#: h5mdtool's internal unit (nm, nm/ps, kJ/(mol nm)) to that base unit.
+_KINDS = {
+    "positions": ("length", "length", "Angstrom", 10.0),
+    "velocities": ("velocity", "speed", "Angstrom/ps", 10.0),
+    "forces": ("force", "force", "kJ/(mol*Angstrom)", 0.1),
+}
+#: Timestep attribute holding each field's array, and the one saying whether a frame has it.
+_FIELDS = ("positions", "velocities", "forces")
+_HAS = {field: f"has_{field}" for field in _FIELDS}
+
+
+def _open_file(path, driver=None, comm=None):
+    """Open *path* read-only with h5py, taking no HDF5 file lock; returns (h5py File, the
+    Python file object it reads through, or None).
+
+    Without a *driver*, HDF5 reads through a Python file object (h5py's ``fileobj``
+    driver). It takes no file lock, so a writer in another process is not refused and file
+    systems without lock support need no ``HDF5_USE_FILE_LOCKING=FALSE``; and HDF5 keeps the
+    handle apart from other handles on the same file in this process (MDAnalysis's H5MD
+    reader, ``h5py.File(path)``), which may then lock it or not: HDF5 refuses to open one
+    file twice in a process with two locking modes ("file locking flag values don't
+    match"), as ``h5py.File(path, locking=False)`` here would make it. With *driver*
+    (``"mpio"`` and *comm*), h5py opens the file by name with that driver.
+    """
+    import h5py
+
+    if driver is not None:
+        kwargs = {"driver": driver} if comm is None else {"driver": driver, "comm": comm}
+        return h5py.File(path, "r", **kwargs), None
+    raw = open(path, "rb", buffering=0)
+    try:
+        return h5py.File(raw, "r"), raw
+    except BaseException:
+        raw.close()
+        raise
+
+
+@contextlib.contextmanager
+def opened(path):
+    """``with opened(path) as handle``: :func:`_open_file`, both closed at the end."""
+    handle, raw = _open_file(path)
+    try:
+        yield handle
+    finally:
+        handle.close()
+        if raw is not None:
+            raw.close()
+
+
+def mdanalysis_factor(unit, field, internal_factor):
+    """Factor from the stored values of *field* in *unit* to MDAnalysis's base unit, and
+    MDAnalysis's name of *unit* (None when its tables lack it).
+
+    Units in MDAnalysis's H5MD table get MDAnalysis's own factor (bit-equal values to its
+    ``H5MDReader``); others (``10 pm``, ``um``...) h5mdtool's, *internal_factor* being the
+    factor to h5mdtool's unit that the scan found.
+    """
+    table_kind, conversion_kind, target, internal_to_target = _KINDS[field]
+    if unit is not None:
+        name = H5MDReader._unit_translation[table_kind].get(text(unit).strip())
+        if name is not None:
+            return float(mda_units.get_conversion_factor(conversion_kind, name, target)), name
+    return internal_factor * internal_to_target, None
+
+
+def _threads(comm):
+    from ..mpi import resolve, threads_per_rank
+
+    try:
+        return threads_per_rank(resolve(comm))
+    except Exception:  # noqa: BLE001 - a broken MPI setup must not stop a serial read
+        return max(1, os.cpu_count() or 1)
+
+
+def _read_hyperslab(dataset, first, span, out):
+    """``out[...] = dataset[first:first + len(out), span[0]:span[1]]`` through h5py's low-level API."""
+    from h5py import h5s
+
+    file_space = dataset.id.get_space()
+    file_space.select_hyperslab((first, span[0], 0), out.shape)
+    dataset.id.read(h5s.create_simple(out.shape), file_space, out)
+
+
+class _Block:
+    """Frames ``[start, stop)`` read from the file: stored values of each field, boxes,
+    times, steps and observables, and the row in the stored values of each frame."""
+
+    __slots__ = ("start", "stop", "slot", "values", "index", "present", "dimensions", "observables")
+
+    def __init__(self, start, stop, slot):
+        self.start, self.stop, self.slot = start, stop, slot
+        self.values, self.index, self.present = {}, {}, {}
+        self.dimensions = None
+        self.observables = {}
+
+    def __contains__(self, frame):
+        return self.start <= frame < self.stop
+
+
+class H5MDToolReader(base.ReaderBase):
+    """MDAnalysis reader of H5MD files, reading whole chunks in blocks (format ``H5MDTOOL``).
+
+    Every H5MD file MDAnalysis's ``H5MDReader`` reads (h5mdtool's layouts: 1-frame or
+    multi-frame chunks, gzip, Zstandard, LZ4, Blosc2, ``--precision`` integer grids,
+    ``--split-xyz``, contiguous; MDAnalysis's ``H5MDWriter``, pyh5md) and files it cannot
+    (steps given as a fixed interval, elements sampled at their own steps, a box fixed in
+    time). Values are converted to MDAnalysis's units (Angstrom, ps, Angstrom/ps,
+    kJ/(mol Angstrom)) from any unit the file declares; edges without a unit are in the
+    positions' unit, values without one in h5mdtool's (nm, ps, nm/ps, kJ/(mol nm)), as
+    h5mdtool reads them.
+
+    The file is opened read-only, through a Python file object: HDF5 takes no file lock
+    (see :func:`_open_file`), and other handles on the file in this process (MDAnalysis's
+    own H5MD reader, ``h5py.File``) open it as they like. The reader pickles (MDAnalysis's
+    multiprocessing and dask backends copy it): the copy reopens the file by name and
+    stands at the same frame. Under ``mpirun`` each rank opens its own reader; a reader
+    opened with ``driver="mpio"`` is reopened without MPI-IO when unpickled.
+
+    Parameters
+    ----------
+    filename : str
+        The H5MD file.
+    convert_units : bool
+        Convert positions, velocities, forces and box to MDAnalysis's units (default); time
+        is in ps either way.
+    driver : str, optional
+        h5py file driver (``"mpio"`` with *comm* for MPI-IO; not needed for reading).
+    comm : mpi4py communicator, optional
+        With ``driver="mpio"``: the ranks opening the file together (collective open and
+        close).
+    block_bytes : int
+        Memory of stored frames read at once when iterating forward (at least one chunk
+        row is read). Default 64 MiB.
+    threads : int, optional
+        Threads decompressing chunks. Default: the cores this process may use, divided
+        among the MPI ranks of its node.
+    group : str, optional
+        Particle group to read (default: the first listed, as MDAnalysis reads).
+    **kwargs
+        MDAnalysis's reader options (``dt``, ``time_offset``).
+
+    Raises
+    ------
+    h5mdtool.errors.InputError
+        A file that is missing, not HDF5, or not an H5MD trajectory h5mdtool reads.
+
+    Examples
+    --------
+    >>> import MDAnalysis as mda
+    >>> import h5mdtool.mdanalysis  # registers the format
+    >>> u = mda.Universe("adk.psf", "adk.h5md", format="H5MDTOOL")
+    >>> for ts in u.trajectory[::10]:
+    ...     print(ts.frame, u.atoms.center_of_mass())
+    """
+
+    format = "H5MDTOOL"
+    units = {"time": "ps", "length": "nm", "velocity": "nm/ps", "force": "kJ/(mol*nm)"}
+
+    @store_init_arguments
+    def __init__(self, filename, convert_units=True, driver=None, comm=None, block_bytes=BLOCK_BYTES,
+                 threads=None, group=None, **kwargs):
+        super().__init__(filename, convert_units=convert_units, **kwargs)
+        if comm is not None and driver != "mpio":
+            raise ValueError("a communicator opens the file with MPI-IO: pass driver='mpio' with comm")
+        self._driver, self._comm, self._group = driver, comm, group
+        self._block_bytes = max(1, int(block_bytes))
+        self._threads = threads
+        self._file = self._raw = None
+        self._chunks = None
+        self._open()
+        self._describe()
+        self._frame = -1
+        self.ts = self._Timestep(self.n_atoms, positions=self.has_positions, velocities=self.has_velocities,
+                                 forces=self.has_forces, **self._ts_kwargs)
+        self._read_frame(0, sequential=False)  # one chunk row: the user may not iterate
+
+    # -- opening -----------------------------------------------------------------------
+
+    def _open(self):
+        """Open the file and the chunk reader (again after unpickling)."""
+        from ..chunkcodec import ChunkReader
+        from ..codecs import register_plugins
+        from ..formats.base import hdf5_open_error
+
+        register_plugins()  # files compressed with hdf5plugin's filters
+        try:
+            self._file, self._raw = _open_file(self.filename, self._driver, self._comm)
+        except (OSError, ValueError) as error:
+            raise hdf5_open_error(self.filename, error) from None
+        self._chunks = ChunkReader(self._threads or _threads(self._comm))
+        self._block = None
+        self._pending = None  # the next block, read in the background while iterating forward
+        self._prefetcher = None
+        self._buffers = {}
+        self._datasets = {}  # path -> (h5py Dataset, whether h5mdtool's threads decode its chunks)
+
+    def _describe(self):
+        """Frames, fields, units and layout, from h5mdtool's scan of the open file."""
+        segment = H5MDFormat.scan(self.filename, group=self._group, handle=self._file)
+        details = segment.details
+        self._segment_group = details["group"]
+        self.n_atoms = int(segment.n_atoms)
+        self._n_frames = int(segment.n_frames)
+        self._steps = np.asarray(segment.step, np.int64)
+        self._times = None if segment.time is None else np.asarray(segment.time, np.float64)
+        if self._times is not None and len(self._times) > 1 and "dt" not in self._ts_kwargs:
+            self._ts_kwargs["dt"] = float(self._times[1] - self._times[0])
+        self._present = {field: np.asarray(segment.fields[field], bool) for field in _FIELDS if field in segment.fields}
+        self._elements = {}
+        units = dict.fromkeys(("time", "length", "velocity", "force"))
+        units["time"] = "ps"
+        for field in _FIELDS:
+            element = details["elements"].get(field)
+            if element is None:
+                continue
+            dataset = self._file[element["path"]]
+            factor, name = mdanalysis_factor(dataset.attrs.get("unit"), field, element["factor"])
+            units[_KINDS[field][0]] = name
+            rows = element["rows"]
+            self._elements[field] = {
+                "path": element["path"], "dtype": dataset.dtype,
+                "factor": np.float32(factor) if self.convert_units and factor != 1.0 else None,
+                # frame -> row of the element; None when they are the same
+                "rows": None if rows is None else np.asarray(rows, np.int64),
+            }
+        self.units = units
+        self._box = self._box_reading(details["box"], segment.fields.get("box"))
+        first = self._file[self._elements["positions"]["path"]]
+        self.compression, self.compression_opts = first.compression, first.compression_opts
+        self._chunk_frames = int(first.chunks[0]) if first.chunks else 1
+        frame_bytes = sum(self.n_atoms * 3 * e["dtype"].itemsize for e in self._elements.values())
+        # two blocks live while iterating forward: the one served and the next, read meanwhile
+        rows = max(1, self._block_bytes // 2 // max(1, frame_bytes * self._chunk_frames))
+        self._sequential_frames = min(max(1, self._n_frames), rows * self._chunk_frames)
+        self._observables = self._observable_datasets()
+
+    def _box_reading(self, box, present):
+        """How to read the box: None, or its kind, rows, factor and dataset."""
+        if box is None or present is None or not present.any():
+            return None
+        length = self._elements["positions"]
+        if box["kind"] == "fixed":  # edges in nm (the scan converted them), as (3, 3) vectors
+            dimensions = triclinic_box(*box["value"])
+            if self.convert_units:
+                dimensions[:3] *= np.float32(10.0)
+            return {"kind": "fixed", "dimensions": dimensions, "present": present}
+        dataset = self._file[box["path"]]
+        unit = dataset.attrs.get("unit")
+        if unit is None:  # in the positions' unit, as MDAnalysis reads them
+            factor = None if length["factor"] is None else length["factor"]
+        else:
+            value, _ = mdanalysis_factor(unit, "positions", box["factor"])
+            factor = np.float32(value) if self.convert_units and value != 1.0 else None
+        return {"kind": "series", "path": box["path"], "factor": factor, "present": present,
+                "rows": None if box["rows"] is None else np.asarray(box["rows"], np.int64)}
+
+    def _observable_datasets(self):
+        """(key of ``ts.data``, dataset) of each observable with one value per frame, as
+        MDAnalysis's ``H5MDReader`` names them."""
+        observables = self._file.get("observables")
+        found = []
+        if observables is None or not hasattr(observables, "items"):
+            return found
+        for key, group in observables.items():
+            if not hasattr(group, "keys"):
+                continue
+            if "value" in group:
+                candidates = [(key, group["value"])]
+            else:
+                candidates = [(f"{key}/{sub}", group[sub].get("value")) for sub in group
+                              if hasattr(group[sub], "get")]
+            for name, dataset in candidates:
+                if dataset is not None and getattr(dataset, "ndim", 0) >= 1 and dataset.shape[0] >= self._n_frames:
+                    found.append((name, dataset.name))
+        return found
+
+    @staticmethod
+    def parse_n_atoms(filename, **kwargs):
+        """Atoms of the first particle group's position element (MDAnalysis's minimal topology)."""
+        with opened(str(filename)) as handle:
+            particles = handle["particles"]
+            group = particles[kwargs.get("group") or next(iter(particles))]
+            for name in ELEMENTS:
+                if name in group:
+                    return int(group[name]["value"].shape[1])
+        raise NoDataError(f"{filename}: no position, velocity or force element to count atoms in")
+
+    # -- the trajectory API ------------------------------------------------------------
+
+    @property
+    def n_frames(self):
+        """Number of frames: the steps sampled by position, velocity or force."""
+        return self._n_frames
+
+    @property
+    def has_positions(self):
+        """True when the file holds positions (``ts.has_positions`` says it per frame)."""
+        return "positions" in self._elements
+
+    @property
+    def has_velocities(self):
+        """True when the file holds velocities (``ts.has_velocities`` says it per frame)."""
+        return "velocities" in self._elements
+
+    @property
+    def has_forces(self):
+        """True when the file holds forces (``ts.has_forces`` says it per frame)."""
+        return "forces" in self._elements
+
+    def _get_dt(self):
+        if self._times is None or len(self._times) < 2:
+            raise AttributeError("no time recorded")
+        return float(self._times[1] - self._times[0])
+
+    def _read_next_timestep(self, ts=None):
+        return self._read_frame(self._frame + 1, ts)
+
+    def _read_frame(self, frame, ts=None, sequential=None):
+        """Fill the Timestep with *frame* (read from the block holding it)."""
+        if not 0 <= frame < self._n_frames:
+            raise IOError(f"frame {frame} is outside the {self._n_frames} frames")
+        block = self._block
+        if block is None or frame not in block:
+            block = self._block = self._switch_block(frame, frame == self._frame + 1 if sequential is None else sequential)
+        self._frame = frame
+        ts = self.ts if ts is None else ts
+        self._fill(ts, block, frame)
+        return ts
+
+    def _reopen(self):
+        """Stand before the first frame (the file stays open, the block stays cached)."""
+        self._frame = -1
+
+    def _block_range(self, frame, sequential):
+        """Frames ``[start, stop)`` of the block read for *frame*: chunk rows from the one
+        holding it, ``block_bytes`` of them when iterating forward, one otherwise."""
+        chunk = self._chunk_frames
+        start = frame - frame % chunk
+        length = self._sequential_frames if sequential else chunk
+        return start, min(self._n_frames, start + max(length, chunk))
+
+    def _switch_block(self, frame, sequential):
+        """The block holding *frame*: the one read in the background if it does, else read
+        now (into the buffers not being served). Iterating forward, the block after it is
+        then read in the background."""
+        pending, self._pending = self._pending, None
+        block = None
+        if pending is not None:
+            try:
+                ready = pending.result()
+            except Exception:  # noqa: BLE001 - a failed look-ahead: read again below, and raise then
+                ready = None
+            if ready is not None and frame in ready:
+                block = ready
+        if block is None:
+            slot = 0 if self._block is None else 1 - self._block.slot
+            block = self._read_block(*self._block_range(frame, sequential), slot)
+        if sequential and block.stop < self._n_frames:
+            if self._prefetcher is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._prefetcher = ThreadPoolExecutor(1, thread_name_prefix="h5mdtool-prefetch")
+            start, stop = self._block_range(block.stop, True)
+            self._pending = self._prefetcher.submit(self._read_block, start, stop, 1 - block.slot)
+        return block
+
+    def _read_block(self, start, stop, slot):
+        """Frames ``[start, stop)``: each field's values in MDAnalysis's units (float32),
+        boxes and observables, into the buffers of *slot* (0 or 1)."""
+        block = _Block(start, stop, slot)
+        for field, element in self._elements.items():
+            present = self._present[field][start:stop]
+            block.present[field] = present
+            if element["rows"] is None and present.all():
+                rows = (start, stop - 1)
+            elif not present.any():
+                continue
+            else:
+                rows = np.arange(start, stop)[present] if element["rows"] is None else element["rows"][start:stop][present]
+            stored = self._read_rows(field, element, int(rows[0]), int(rows[-1]) + 1, buffer_key=(slot, field))
+            block.values[field] = self._converted(stored, element["factor"], (slot, field, "float32"))
+            # position of each frame's values in the block's stored rows (-1: none; None: the frame's own)
+            block.index[field] = None if present.all() else np.where(present, np.cumsum(present) - 1, -1)
+        block.dimensions = self._block_dimensions(start, stop)
+        for key, path in self._observables:
+            block.observables[key] = self._dataset(path)[0][start:stop]
+        return block
+
+    def _dataset(self, path):
+        """The h5py Dataset at *path* and whether its chunks are decoded in h5mdtool's threads."""
+        found = self._datasets.get(path)
+        if found is None:
+            dataset = self._file[path]
+            found = self._datasets[path] = (dataset, self._chunks._pipeline(dataset) is not None)
+        return found
+
+    def _read_rows(self, field, element, first, last, span=None, buffer_key=None):
+        """Stored values of element rows ``[first, last)`` (atoms *span*) in a reused buffer."""
+        dataset, threaded = self._dataset(element["path"])
+        span = (0, self.n_atoms) if span is None else span
+        shape = (last - first, span[1] - span[0], 3)
+        size = shape[0] * shape[1] * 3
+        key = field if buffer_key is None else buffer_key
+        buffer = self._buffers.get(key)
+        if buffer is None or buffer.size < size:
+            buffer = self._buffers[key] = np.empty(size, element["dtype"])
+        out = buffer[:size].reshape(shape)
+        try:
+            if threaded:
+                self._chunks.read(dataset, first, last, span, out)
+            else:  # one HDF5 read, without h5py's selection machinery (a tenth of a millisecond a call)
+                _read_hyperslab(dataset, first, span, out)
+        except (OSError, ValueError, RuntimeError) as error:
+            raise InputError(f"{self.filename}: cannot read {element['path']} rows {first} to {last - 1} "
+                             f"({error})") from None
+        return out
+
+    def _converted(self, stored, factor, key):
+        """*stored* as float32 values times *factor* (float32 arithmetic, as MDAnalysis's
+        H5MDReader computes), in place when the stored type has 4 bytes."""
+        if stored.dtype == np.float32 and factor is None:
+            return stored
+        if stored.dtype.itemsize == 4:
+            out = stored.view(np.float32)
+        else:
+            buffer = self._buffers.get(key)
+            if buffer is None or buffer.size < stored.size:
+                buffer = self._buffers[key] = np.empty(stored.size, np.float32)
+            out = buffer[:stored.size].reshape(stored.shape)
+        if factor is None:
+            out[...] = stored
+        else:
+            np.multiply(stored, factor, out=out, dtype=np.float32, casting="unsafe")
+        return out
+
+    def _block_dimensions(self, start, stop):
+        """MDAnalysis ``dimensions`` (float32, zeros where there is no box) of frames ``[start, stop)``."""
+        box = self._box
+        count = stop - start
+        dimensions = np.zeros((count, 6), np.float32)
+        if box is None:
+            return dimensions
+        present = box["present"][start:stop]
+        if not present.any():
+            return dimensions
+        if box["kind"] == "fixed":
+            dimensions[present] = box["dimensions"]
+            return dimensions
+        frames = np.arange(start, stop)[present]
+        rows = frames if box["rows"] is None else box["rows"][frames]
+        edges = self._dataset(box["path"])[0][int(rows[0]):int(rows[-1]) + 1][rows - rows[0]]
+        flat = edges.reshape(len(edges), -1)
+        unique, inverse = np.unique(flat, axis=0, return_inverse=True)
+        if edges.ndim == 2:  # edge lengths of a rectangular box, as MDAnalysis reads them
+            cells = np.concatenate([unique.astype(np.float32), np.full((len(unique), 3), 90, np.float32)], axis=1)
+        else:
+            cells = np.array([triclinic_box(*row.reshape(3, 3)) for row in unique], np.float32).reshape(-1, 6)
+        if box["factor"] is not None:
+            cells[:, :3] *= box["factor"]
+        dimensions[present] = cells[inverse.reshape(-1)]
+        return dimensions
+
+    def _fill(self, ts, block, frame):
+        i = frame - block.start
+        ts.frame = frame
+        for field in self._elements:
+            present = bool(block.present[field][i])
+            if getattr(ts, _HAS[field]) != present:
+                setattr(ts, _HAS[field], present)
+            if present:
+                index = block.index[field]
+                getattr(ts, field)[...] = block.values[field][i if index is None else index[i]]
+        ts.dimensions = block.dimensions[i]
+        if self._times is not None:
+            ts.time = self._times[frame]
+        ts.data["step"] = self._steps[frame]
+        for key, values in block.observables.items():
+            ts.data[key] = values[i]
+
+    def timeseries(self, asel=None, atomgroup=None, start=None, stop=None, step=None, order="fac"):
+        """Positions of *atomgroup* (all atoms by default) at frames ``start:stop:step``.
+
+        As :meth:`MDAnalysis.coordinates.base.ProtoReader.timeseries`, read block by block
+        (only the span of atoms from the first to the last one asked for) into the result,
+        without moving the reader. With transformations, or frames without positions, the
+        frames are read one by one as MDAnalysis does.
+
+        Parameters
+        ----------
+        asel : AtomGroup, optional
+            Deprecated name of *atomgroup*.
+        atomgroup : AtomGroup, optional
+        start, stop, step : int, optional
+        order : str
+            Axis order of the result, a permutation of ``"fac"`` (frames, atoms, coordinates).
+
+        Returns
+        -------
+        numpy.ndarray
+            float32 positions in MDAnalysis's units (Angstrom).
+        """
+        first, last, stride = self.check_slice_indices(start, stop, step)
+        frames = np.arange(first, last, stride, dtype=np.int64)
+        element = self._elements.get("positions")
+        if (self._transformations or element is None or element["rows"] is not None
+                or not self._present["positions"][frames].all()):
+            return super().timeseries(asel=asel, atomgroup=atomgroup, start=start, stop=stop, step=step, order=order)
+        if asel is not None:
+            warnings.warn("asel argument to timeseries will be renamed to'atomgroup' in 3.0, see #3911",
+                          category=DeprecationWarning)
+            if atomgroup:
+                raise ValueError("Cannot provide both asel and atomgroup kwargs")
+            atomgroup = asel
+        if atomgroup is not None:
+            if len(atomgroup) == 0:
+                raise ValueError("Timeseries requires at least one atom to analyze")
+            atoms = np.asarray(atomgroup.indices, np.int64)
+        else:
+            atoms = np.arange(self.n_atoms)
+        default_order = "fac"
+        if order != default_order:
+            try:
+                axes = [default_order.index(i) for i in order]
+            except ValueError:
+                raise ValueError(f"Unrecognized order key in {order}, must be permutation of 'fac'") from None
+        coordinates = np.empty((len(frames), len(atoms), 3), np.float32)
+        if len(frames):
+            span = (int(atoms.min()), int(atoms.max()) + 1)
+            pick = None if span == (0, self.n_atoms) and np.array_equal(atoms, np.arange(self.n_atoms)) \
+                else atoms - span[0]
+            ascending = frames if stride > 0 else frames[::-1]
+            filled = coordinates if stride > 0 else coordinates[::-1]
+            for begin, end in self._runs(ascending):
+                rows = ascending[begin:end]
+                stored = self._read_rows("positions", element, int(rows[0]), int(rows[-1]) + 1, span, "timeseries")
+                picked = stored[rows - rows[0]]
+                if pick is not None:
+                    picked = picked[:, pick]
+                if element["factor"] is None:
+                    filled[begin:end] = picked
+                else:
+                    np.multiply(picked, element["factor"], out=filled[begin:end], dtype=np.float32, casting="unsafe")
+        if order != default_order:
+            try:
+                coordinates = np.moveaxis(coordinates, axes, [0, 1, 2])
+            except ValueError:
+                raise ValueError(f"Repeated or missing keys passed to argument `order`: {order}, "
+                                 "each key must be used once") from None
+        return coordinates
+
+    def _runs(self, frames):
+        """(begin, end) index ranges of increasing *frames* read together: frames at most a
+        chunk row apart, within one sequential block's length."""
+        runs, begin = [], 0
+        chunk, limit = self._chunk_frames, self._sequential_frames
+        for position in range(1, len(frames) + 1):
+            if (position == len(frames) or frames[position] - frames[position - 1] > chunk
+                    or frames[position] - frames[begin] >= limit):
+                runs.append((begin, position))
+                begin = position
+        return runs
+
+    def Writer(self, filename, n_atoms=None, **kwargs):
+        """MDAnalysis's :class:`~MDAnalysis.coordinates.H5MD.H5MDWriter` for *filename*,
+        with this file's fields and compression (h5mdtool's ``convert`` writes H5MD faster)."""
+        kwargs.setdefault("compression", self.compression if self.compression in ("gzip", "lzf", "szip") else None)
+        if kwargs["compression"] is not None:
+            kwargs.setdefault("compression_opts", self.compression_opts)
+        kwargs.setdefault("positions", self.has_positions)
+        kwargs.setdefault("velocities", self.has_velocities)
+        kwargs.setdefault("forces", self.has_forces)
+        return H5MDWriter(filename, self.n_atoms if n_atoms is None else n_atoms, **kwargs)
+
+    def close(self):
+        """Close the file and stop the decoding threads (idempotent)."""
+        pending, prefetcher = getattr(self, "_pending", None), getattr(self, "_prefetcher", None)
+        self._pending = self._prefetcher = None
+        if pending is not None and not pending.cancel():
+            try:  # a look-ahead read in progress finishes before the file closes
+                pending.exception()
+            except Exception:  # noqa: BLE001 - cancelled meanwhile
+                pass
+        if prefetcher is not None:
+            prefetcher.shutdown(wait=False)
+        chunks, handle, raw = getattr(self, "_chunks", None), getattr(self, "_file", None), getattr(self, "_raw", None)
+        self._chunks = self._file = self._raw = None
+        if chunks is not None:  # no wait: close() also runs from __del__, in whatever thread collects garbage
+            chunks.close(wait=False)
+        if handle is not None:
+            try:
+                handle.close()
+            except Exception:  # noqa: BLE001 - closing twice, or at interpreter exit
+                pass
+        if raw is not None:
+            raw.close()
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        for name in ("_file", "_raw", "_chunks", "_block", "_pending", "_prefetcher", "_buffers", "_datasets"):
+            state.pop(name, None)
+        if state.get("_driver") == "mpio":  # a communicator does not travel: reopen without MPI-IO
+            state["_driver"], state["_comm"] = None, None
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._open()

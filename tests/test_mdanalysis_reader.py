@@ -1,0 +1,362 @@
+"""h5mdtool.mdanalysis's H5MDTOOL reader: MDAnalysis's own reader test suite on files h5mdtool
+writes in every layout, values against MDAnalysis's H5MDReader (bit-equal on lossless files)
+and against the source (within Q/2 on --precision Q), slicing, random access, timeseries,
+elements at their own steps, foreign writers' files, pickling, no file locks, and the
+stored topology against the topology file it came from."""
+
+import os
+import pickle
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_array_equal
+
+mda = pytest.importorskip("MDAnalysis")
+from MDAnalysisTests.coordinates.base import BaseReference, MultiframeReaderTest  # noqa: E402
+
+import h5mdtool  # noqa: E402
+import h5mdtool.mdanalysis as h5mda  # noqa: E402
+from h5mdtool.mdanalysis import H5MDToolReader  # noqa: E402
+
+#: Layouts h5mdtool writes: convert options. Lossy ones (``precision``) are read within Q/2.
+LAYOUTS = {
+    "plain": {},
+    "gzip-2-frame-chunks": {"compression": "gzip", "chunk_frames": 2},
+    "zstd-auto-chunks": {"compression": "zstd"},
+    "lz4": {"compression": "lz4", "chunk_frames": 3},
+    "blosc2": {"compression": "blosc2", "chunk_frames": 4},
+    "lzf": {"compression": "lzf", "chunk_frames": 2},
+    "contiguous": {"contiguous": True},
+    "precision": {"precision": 0.001},
+    "precision-split-xyz": {"precision": 0.001, "split_xyz": True, "chunk_frames": 3},
+    "float64-precision": {"precision": 1e-6, "chunk_frames": 2},
+}
+LOSSLESS = [name for name, options in LAYOUTS.items() if "precision" not in options]
+
+
+def _quiet_universe(*args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return mda.Universe(*args, **kwargs)
+
+
+def _converted(directory, source, name, options, **extra):
+    path = os.path.join(directory, f"{os.path.basename(source)}-{name}.h5md")
+    if not os.path.exists(path):
+        h5mdtool.convert([source], path, progress=False, **options, **extra)
+    return path
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("reader"))
+
+
+# -- MDAnalysis's reader test suite ------------------------------------------------------
+
+
+class H5MDToolReference(BaseReference):
+    """MDAnalysisTests' 5-frame, 5-atom TRR (positions, velocities, forces, changing
+    triclinic box) converted by h5mdtool."""
+
+    def __init__(self, trajectory):
+        from MDAnalysis.coordinates.H5MD import H5MDWriter
+        from MDAnalysisTests.datafiles import COORDINATES_TOPOLOGY
+
+        super().__init__()
+        self.trajectory = trajectory
+        self.topology = COORDINATES_TOPOLOGY
+        self.reader = H5MDToolReader
+        self.writer = H5MDWriter
+        self.ext = "h5md"
+        self.prec = 3
+        self.changing_dimensions = True
+        for ts in (self.first_frame, self.second_frame, self.last_frame, self.jump_to_frame):
+            ts.velocities = ts.positions / 10
+            ts.forces = ts.positions / 100
+
+    def iter_ts(self, i):
+        ts = super().iter_ts(i)
+        ts.velocities = ts.positions / 10
+        ts.forces = ts.positions / 100
+        return ts
+
+
+class TestH5MDToolReaderBaseAPI(MultiframeReaderTest):
+    """MDAnalysisTests.coordinates.base.MultiframeReaderTest, on every layout."""
+
+    @pytest.fixture(params=sorted(LAYOUTS))
+    @staticmethod
+    def ref(request, files):
+        from MDAnalysisTests.datafiles import COORDINATES_TRR
+
+        return H5MDToolReference(_converted(files, COORDINATES_TRR, request.param, LAYOUTS[request.param]))
+
+
+# -- values ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def adk_layouts(files, adk):
+    """The AdK DCD (98 frames, with unit cells) converted in every layout."""
+    return {name: _converted(files, adk[1], name, options) for name, options in LAYOUTS.items()}
+
+
+@pytest.fixture(scope="module")
+def solvated_layouts(files, solvated):
+    """The solvated AdK TRR (10 frames, velocities, triclinic box) in a few layouts."""
+    chosen = ("plain", "gzip-2-frame-chunks", "precision-split-xyz")
+    return {name: _converted(files, solvated["TRR"], name, LAYOUTS[name]) for name in chosen}
+
+
+def _assert_same_frame(ts, expected, label, converted_time=False):
+    assert ts.frame == expected.frame, label
+    for field in ("positions", "velocities", "forces"):
+        has = getattr(expected, f"has_{field}")
+        assert getattr(ts, f"has_{field}") == has, (label, field)
+        if has:
+            assert_array_equal(getattr(ts, field), getattr(expected, field), err_msg=f"{label} {field}")
+    if expected.dimensions is None:
+        assert ts.dimensions is None, label
+    else:
+        assert_array_equal(ts.dimensions, expected.dimensions, err_msg=f"{label} dimensions")
+    if converted_time:  # MDAnalysis converts a time unit in float32 (AKMA, fs), h5mdtool in float64
+        assert abs(ts.time - expected.time) <= np.spacing(np.float32(expected.time)), label
+    else:
+        assert ts.time == expected.time, label
+    assert ts.data["step"] == expected.data["step"], label
+
+
+@pytest.mark.parametrize("layout", LOSSLESS)
+def test_values_equal_mdanalysis_h5md_reader(adk, adk_layouts, layout):
+    path = adk_layouts[layout]
+    theirs = _quiet_universe(adk[0], path)  # MDAnalysis's reader first: it opens the file with locks
+    ours = h5mda.Universe(path, topology=adk[0])
+    assert len(ours.trajectory) == len(theirs.trajectory) == 98
+    for ts, expected in zip(ours.trajectory, theirs.trajectory):
+        _assert_same_frame(ts, expected, f"{layout} frame {expected.frame}")
+    theirs.trajectory.close()
+
+
+@pytest.mark.parametrize("layout", ["plain", "gzip-2-frame-chunks"])
+def test_velocities_and_triclinic_box_equal_mdanalysis_h5md_reader(solvated, solvated_layouts, layout):
+    path = solvated_layouts[layout]
+    theirs = _quiet_universe(solvated["topology"], path)
+    ours = h5mda.Universe(path, topology=solvated["topology"])
+    assert ours.trajectory.has_velocities
+    for ts, expected in zip(ours.trajectory, theirs.trajectory):
+        _assert_same_frame(ts, expected, f"{layout} frame {expected.frame}")
+    theirs.trajectory.close()
+
+
+@pytest.mark.parametrize("layout", [name for name in LAYOUTS if name not in LOSSLESS])
+def test_precision_within_half_q_of_the_source(adk, adk_layouts, layout):
+    bound = 10.0 * LAYOUTS[layout]["precision"] / 2  # Angstrom
+    source = _quiet_universe(*adk)
+    ours = h5mda.Universe(adk_layouts[layout], topology=adk[0])
+    for ts, expected in zip(ours.trajectory, source.trajectory):
+        want = expected.positions.astype(np.float64)
+        limit = bound + 2 * np.spacing(np.abs(want).astype(np.float32)).astype(np.float64)
+        assert np.all(np.abs(ts.positions - want) <= limit), f"frame {ts.frame}"
+        if expected.dimensions is None:
+            assert ts.dimensions is None
+        else:
+            assert np.allclose(ts.dimensions, expected.dimensions, rtol=1e-6, atol=0)
+
+
+def test_solvated_precision_split_xyz_within_half_q(solvated, solvated_layouts):
+    source = _quiet_universe(solvated["topology"], solvated["TRR"])
+    ours = h5mda.Universe(solvated_layouts["precision-split-xyz"], topology=solvated["topology"])
+    for ts, expected in zip(ours.trajectory, source.trajectory):
+        want = expected.positions.astype(np.float64)
+        assert np.abs(ts.positions - want).max() <= 0.005 + 2 * np.spacing(np.float32(np.abs(want).max()))
+        assert_array_equal(ts.velocities, expected.velocities)  # lossless: velocities have no precision here
+
+
+@pytest.mark.parametrize("layout", ["plain", "gzip-2-frame-chunks", "zstd-auto-chunks", "contiguous"])
+def test_slices_fancy_indexing_and_random_access(adk, adk_layouts, layout):
+    path = adk_layouts[layout]
+    theirs = _quiet_universe(adk[0], path)
+    ours = h5mda.Universe(path, topology=adk[0], block_bytes=3341 * 12 * 5)  # blocks of a few frames
+    selections = [slice(None, None, 10), slice(5, 60, 3), slice(None, None, -7), [5, 1, 9, 97, 0, 1],
+                  np.array([40, 3, 3, 96]), [True] * 50 + [False] * 48]
+    for selection in selections:
+        got = [(ts.frame, ts.positions.copy()) for ts in ours.trajectory[selection]]
+        want = [(ts.frame, ts.positions.copy()) for ts in theirs.trajectory[selection]]
+        assert [f for f, _ in got] == [f for f, _ in want], selection
+        for (frame, a), (_, b) in zip(got, want):
+            assert_array_equal(a, b, err_msg=f"{selection} frame {frame}")
+    for frame in np.random.default_rng(3).integers(-98, 98, 60):
+        _assert_same_frame(ours.trajectory[int(frame)], theirs.trajectory[int(frame)], f"random {frame}")
+    theirs.trajectory.close()
+
+
+@pytest.mark.parametrize("layout", ["plain", "zstd-auto-chunks", "precision-split-xyz", "contiguous"])
+def test_timeseries_equals_frames_read_one_by_one(adk, adk_layouts, layout):
+    ours = h5mda.Universe(adk_layouts[layout], topology=adk[0], block_bytes=3341 * 12 * 7)
+    atoms = ours.select_atoms("name CA")
+    every = np.array([ts.positions.copy() for ts in ours.trajectory])
+    ours.trajectory[17]
+    for start, stop, step in [(None, None, None), (3, 90, 4), (None, None, 30), (90, 10, -3), (None, None, -1)]:
+        expected = every[slice(start, stop, step)]
+        assert_array_equal(ours.trajectory.timeseries(start=start, stop=stop, step=step), expected)
+        assert_array_equal(ours.trajectory.timeseries(atoms, start=start, stop=stop, step=step),
+                           expected[:, atoms.indices])
+    assert_array_equal(ours.trajectory.timeseries(atoms[[5, 2, 9]], order="afc"),
+                       np.moveaxis(every[:, atoms.indices[[5, 2, 9]]], [0, 1, 2], [1, 0, 2]))
+    assert ours.trajectory.ts.frame == 17  # timeseries leaves the reader where it stood
+
+
+def _trr_with_own_velocity_steps(path, positions, every=3):
+    """A TRR (positions in nm) whose frames hold velocities every *every*-th frame and
+    forces in frames 1 and 4 only."""
+    from MDAnalysis.lib.formats.libmdaxdr import TRRFile
+
+    rng = np.random.default_rng(7)
+    with TRRFile(path, "w") as handle:
+        for i, x in enumerate(positions):
+            v = rng.standard_normal(x.shape).astype(np.float32) if i % every == 0 else None
+            f = rng.standard_normal(x.shape).astype(np.float32) if i in (1, 4) else None
+            handle.write(x, v, f, np.diag([9.0, 8.0, 7.0]).astype(np.float32), 10 * i, 0.5 * i, 0.0, len(x))
+
+
+@pytest.mark.parametrize("layout", ["plain", "gzip-2-frame-chunks"])
+def test_elements_at_their_own_steps_as_the_source_trr(files, adk_frames, layout):
+    source = os.path.join(files, "own-steps.trr")
+    if not os.path.exists(source):
+        _trr_with_own_velocity_steps(source, adk_frames[:8, :50])
+    path = _converted(files, source, layout, LAYOUTS[layout])
+    from MDAnalysis.coordinates.TRR import TRRReader
+
+    ours, expected = H5MDToolReader(path), TRRReader(source)
+    assert len(ours) == len(expected) == 8
+    for ts, want in zip(ours, expected):
+        _assert_same_frame(ts, want, f"frame {want.frame}")
+
+
+# -- foreign writers' files -----------------------------------------------------------------
+
+
+def test_foreign_files_equal_mdanalysis_h5md_reader(files, adk):
+    from MDAnalysisTests.datafiles import H5MD_xvf, TPR_xvf
+
+    import foreign
+
+    written = [foreign.mdanalysis_writer(files, *adk)[0], H5MD_xvf]
+    for path in written:
+        theirs = _quiet_universe(TPR_xvf, path) if path == H5MD_xvf else _quiet_universe(path, format="H5MD")
+        ours = h5mda.Universe(path, topology=TPR_xvf) if path == H5MD_xvf else h5mda.Universe(path)
+        assert len(ours.trajectory) == len(theirs.trajectory), path
+        for ts, expected in zip(ours.trajectory, theirs.trajectory):
+            _assert_same_frame(ts, expected, f"{os.path.basename(path)} frame {expected.frame}", converted_time=True)
+        theirs.trajectory.close()
+
+
+def test_file_without_units_reads_as_h5mdtool_reads_it(files):
+    """pyh5md without unit attributes: MDAnalysis's H5MDReader refuses to convert; h5mdtool
+    reads values without a unit in its own units (nm, ps)."""
+    import foreign
+
+    path, expected = foreign.pyh5md_explicit(files)
+    raw = _quiet_universe(path, format="H5MD", convert_units=False)
+    ours = h5mda.Universe(path)
+    assert len(ours.trajectory) == len(raw.trajectory) == expected["n_frames"]
+    for ts, stored in zip(ours.trajectory, raw.trajectory):
+        assert_array_equal(ts.positions, stored.positions * np.float32(10))
+        assert_array_equal(ts.dimensions[:3], stored.dimensions[:3] * np.float32(10))
+        assert ts.time == stored.time and ts.data["step"] == stored.data["step"]
+    raw.trajectory.close()
+
+
+def test_fixed_step_interval_file_reads_as_h5mdtool_scans_it(files):
+    """pyh5md's fixed step/time interval, which MDAnalysis's H5MDReader cannot index."""
+    import foreign
+    import h5py
+
+    path, expected = foreign.pyh5md_linear(files)
+    ours = h5mda.Universe(path)
+    with h5py.File(path, "r") as handle:
+        group = handle["particles"][expected["particle_group"].split("/")[-1]]
+        positions = group["position/value"][()]
+    assert len(ours.trajectory) == expected["n_frames"]
+    for ts in ours.trajectory:
+        assert_array_equal(ts.positions, positions[ts.frame] * np.float32(10))
+        assert ts.data["step"] == expected["step"]["first"] + ts.frame * expected["step"]["interval"]
+
+
+# -- pickling, processes, locks --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", ["plain", "zstd-auto-chunks"])
+def test_pickled_reader_stands_at_the_same_frame_and_reads_on(adk, adk_layouts, layout):
+    ours = h5mda.Universe(adk_layouts[layout], topology=adk[0])
+    ours.trajectory[40]
+    copy = pickle.loads(pickle.dumps(ours.trajectory))
+    _assert_same_frame(copy.ts, ours.trajectory.ts, "after pickling")
+    _assert_same_frame(next(copy), next(ours.trajectory), "next after pickling")
+    universe_copy = pickle.loads(pickle.dumps(ours))
+    assert universe_copy.trajectory.format == "H5MDTOOL"
+    assert_array_equal(universe_copy.atoms.positions, ours.atoms.positions)
+
+
+def test_rmsd_with_the_multiprocessing_backend_equals_serial(adk, adk_layouts):
+    from MDAnalysis.analysis import rms
+
+    ours = h5mda.Universe(adk_layouts["zstd-auto-chunks"], topology=adk[0])
+    serial = rms.RMSD(ours, select="name CA").run().results.rmsd
+    parallel = rms.RMSD(ours, select="name CA").run(backend="multiprocessing", n_workers=2).results.rmsd
+    assert_array_equal(parallel, serial)
+    xtc_like = rms.RMSD(_quiet_universe(*adk), select="name CA").run().results.rmsd
+    assert np.abs(serial[:, 2] - xtc_like[:, 2]).max() < 1e-4
+
+
+def test_open_reader_takes_no_file_lock(adk_layouts):
+    """A writer in another process opens the file while the reader holds it open."""
+    ours = h5mda.Universe(adk_layouts["plain"])
+    code = ("import h5py, sys\n"
+            "with h5py.File(sys.argv[1], 'r+') as f: f.attrs['touched'] = 1\n")
+    done = subprocess.run([sys.executable, "-c", code, adk_layouts["plain"]], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert len(ours.trajectory) == 98
+
+
+# -- the stored topology ------------------------------------------------------------------
+
+
+def _assert_same_topology(ours, theirs):
+    assert ours.atoms.n_atoms == theirs.atoms.n_atoms
+    for attribute in ("names", "types", "resnames", "resids", "segids"):
+        assert_array_equal(getattr(ours.atoms, attribute), getattr(theirs.atoms, attribute), err_msg=attribute)
+    for attribute in ("masses", "charges"):
+        if hasattr(theirs.atoms, attribute):
+            assert_array_equal(getattr(ours.atoms, attribute), getattr(theirs.atoms, attribute), err_msg=attribute)
+    assert len(ours.residues) == len(theirs.residues) and len(ours.segments) == len(theirs.segments)
+    theirs_bonds = sorted(map(tuple, np.sort(theirs.atoms.bonds.indices, axis=1))) if hasattr(theirs.atoms, "bonds") else []
+    ours_bonds = sorted(map(tuple, np.sort(ours.atoms.bonds.indices, axis=1))) if hasattr(ours.atoms, "bonds") else []
+    assert ours_bonds == theirs_bonds
+
+
+def test_stored_topology_equals_the_psf_it_came_from(files, adk):
+    path = _converted(files, adk[1], "with-psf", {}, topology=adk[0])
+    theirs = _quiet_universe(adk[0])
+    _assert_same_topology(mda.Universe(path), theirs)  # the parser is registered for .h5md files
+    _assert_same_topology(h5mda.Universe(path), theirs)
+    assert h5mda.Universe(path).select_atoms("name CA").n_atoms == theirs.select_atoms("name CA").n_atoms
+
+
+def test_stored_topology_equals_the_gro_it_came_from_for_a_selection(files, solvated):
+    path = _converted(files, solvated["TRR"], "protein", {}, topology=solvated["topology"], select="protein")
+    theirs = _quiet_universe(solvated["topology"]).select_atoms("protein")
+    ours = h5mda.Universe(path)
+    assert ours.atoms.n_atoms == theirs.n_atoms
+    for attribute in ("names", "resnames", "resids"):
+        assert_array_equal(getattr(ours.atoms, attribute), getattr(theirs, attribute), err_msg=attribute)
+
+
+def test_file_without_topology_gives_unnamed_atoms(adk_layouts):
+    ours = h5mda.Universe(adk_layouts["plain"])
+    assert ours.atoms.n_atoms == 3341 and len(ours.residues) == 1
+    assert not hasattr(ours.atoms, "names")
