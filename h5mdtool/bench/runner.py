@@ -22,6 +22,7 @@ import socket
 
 import numpy as np
 
+from ..h5md.topology import resolve_topology
 from ..parallel.errors import UsageError, mark_collective
 from ..parallel.mpi import abort_unless_collective, agree, capture_errors, entry_point, root_call
 from .analysis import AnalysisOptions, plan_analysis
@@ -30,7 +31,6 @@ from .inputs import inspect_input, open_source
 from .partition import partition_frames
 from .references import cite
 from .timing import PhaseClock, find_stragglers
-from .topology import resolve_topology
 
 #: Compute-to-I/O ratio from which Khoshlessan et al. 2020's Heuristic 1 applies (its text lost the symbol
 #: of the threshold, "much larger than 1"; its compute-bound workloads had ratios of 11, 19

@@ -25,9 +25,7 @@ from collections import namedtuple
 import numpy as np
 
 from ..parallel.errors import H5mdToolError, InputError
-from .base import (
-    STEP_MODULUS, Format, LibraryName, Segment, file_stat, reason, truncated, unwrap_steps, with_stored_steps
-)
+from .base import STEP_MODULUS, Format, Segment, file_stat, reason, truncated, unwrap_steps, with_stored_steps
 
 MAGIC = 1995
 #: Header bytes of a frame with compressed coordinates (more than 9 atoms).

@@ -4,7 +4,7 @@ MDAnalysis's ``H5MDReader`` makes a few h5py calls per frame, and HDF5 decompres
 chunk for every frame it reads from it: iterating a file with 26-frame compressed chunks
 decompresses every chunk 26 times. This reader reads runs of whole chunk rows (a *block*:
 up to ``block_bytes`` of stored frames, at least one chunk row) through h5mdtool's chunk
-reader (:class:`h5mdtool.chunkcodec.ChunkReader`: the stored bytes read by HDF5, decoded in
+reader (:class:`h5mdtool.h5md.chunkcodec.ChunkReader`: the stored bytes read by HDF5, decoded in
 threads with the dataset's own filters) and fills each frame's
 :class:`~MDAnalysis.coordinates.timestep.Timestep` from the block:
 
@@ -39,8 +39,8 @@ from MDAnalysis.exceptions import NoDataError
 from MDAnalysis.lib.mdamath import triclinic_box
 from MDAnalysis.lib.util import store_init_arguments
 
-from ..errors import InputError
 from ..formats.h5md import ELEMENTS, H5MDFormat, text
+from ..parallel.errors import InputError
 
 #: Default memory of a block: stored frames decoded at once when iterating forward.
 BLOCK_BYTES = 64 * 1024**2
@@ -111,7 +111,7 @@ def mdanalysis_factor(unit, field, internal_factor):
 
 
 def _threads(comm):
-    from ..mpi import resolve, threads_per_rank
+    from ..parallel.mpi import resolve, threads_per_rank
 
     try:
         return threads_per_rank(resolve(comm))
@@ -188,7 +188,7 @@ class H5MDToolReader(base.ReaderBase):
 
     Raises
     ------
-    h5mdtool.errors.InputError
+    h5mdtool.parallel.errors.InputError
         A file that is missing, not HDF5, or not an H5MD trajectory h5mdtool reads.
 
     Examples
@@ -225,9 +225,9 @@ class H5MDToolReader(base.ReaderBase):
 
     def _open(self):
         """Open the file and the chunk reader (again after unpickling)."""
-        from ..chunkcodec import ChunkReader
-        from ..codecs import register_plugins
         from ..formats.base import hdf5_open_error
+        from ..h5md.chunkcodec import ChunkReader
+        from ..h5md.codecs import register_plugins
 
         register_plugins()  # files compressed with hdf5plugin's filters
         try:

@@ -11,11 +11,12 @@ own: ``mass`` and ``charge`` per atom, and ``species`` numbers as atom types.
 
 import numpy as np
 from MDAnalysis.core.topology import Topology
-from MDAnalysis.core.topologyattrs import (Atomids, Atomnames, Atomtypes, Bonds, Charges, Masses, Resids,
-                                           Resnames, Resnums, Segids)
+from MDAnalysis.core.topologyattrs import (
+    Atomids, Atomnames, Atomtypes, Bonds, Charges, Masses, Resids, Resnames, Resnums, Segids
+)
 from MDAnalysis.topology.base import TopologyReaderBase
 
-from ..topology import PARTICLES, VMD, read_stored_topology, residue_segments
+from ..h5md.topology import PARTICLES, VMD, read_stored_topology, residue_segments
 from .reader import H5MDToolReader, opened
 
 
@@ -54,7 +55,7 @@ class H5MDParser(TopologyReaderBase):
 
         Raises
         ------
-        h5mdtool.errors.InputError
+        h5mdtool.parallel.errors.InputError
             If the stored topology is damaged (arrays that disagree, datasets missing).
         """
         path = str(self.filename)

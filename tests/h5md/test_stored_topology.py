@@ -10,9 +10,9 @@ from click.testing import CliRunner
 from numpy.testing import assert_array_equal
 
 import h5mdtool
-from h5mdtool.cli import cli
-from h5mdtool.errors import UsageError
-from h5mdtool.topology import read_universe, resolve_topology
+from h5mdtool.cli.main import cli
+from h5mdtool.parallel.errors import UsageError
+from h5mdtool.h5md.topology import read_universe, resolve_topology
 
 
 @pytest.fixture(scope="module")
