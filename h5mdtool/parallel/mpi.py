@@ -168,6 +168,21 @@ def root_call(comm, function, *args, **kwargs):
     return value
 
 
+@contextlib.contextmanager
+def same_on_every_rank(comm):
+    """Flag an :class:`H5mdToolError` raised in the block as collective.
+
+    For code that every rank runs on the same shared data (broadcast or gathered), so that
+    every rank raises the same error at the same point and the job can end without an abort.
+    """
+    try:
+        yield
+    except H5mdToolError as error:
+        if is_parallel(comm):
+            mark_collective(error)
+        raise
+
+
 def agree(comm, error=None):
     """Agreement point: every rank learns whether any rank failed since the last one.
 
