@@ -191,7 +191,11 @@ class H5MDFormat(Format):
     extensions = (".h5md", ".h5")
 
     @classmethod
-    def scan(cls, path, on_truncated="error", group=None):
+    def scan(cls, path, on_truncated="error", group=None, handle=None):
+        """See :meth:`Format.scan`; *handle*: the file already open (an ``h5py.File``), read
+        and left open."""
+        import contextlib
+
         import h5py
 
         from ..h5md.codecs import register_plugins
@@ -199,7 +203,7 @@ class H5MDFormat(Format):
         register_plugins()  # files compressed with hdf5plugin's filters
         stat = file_stat(path)
         try:
-            with h5py.File(path, "r") as handle:
+            with (contextlib.nullcontext(handle) if handle is not None else h5py.File(path, "r")) as handle:
                 name = _particle_group(path, handle, group)
                 particles = handle["particles"][name]
                 found = {element: _element(path, particles, element) for element in ELEMENTS if element in particles}
@@ -219,7 +223,7 @@ class H5MDFormat(Format):
         for element, facts in found.items():
             if facts["n_atoms"] != n_atoms:
                 raise InputError(f"{path}: {element} has {facts['n_atoms']} atoms but position has {n_atoms}")
-        steps = np.unique(np.concatenate([facts["steps"] for facts in found.values()]))
+        steps = _union([facts["steps"] for facts in found.values()])
         fields, elements = {}, {}
         for element, facts in found.items():
             rows = _rows(facts["steps"], steps)
@@ -358,6 +362,15 @@ class H5MDFormat(Format):
     def close(self):
         self.chunks.close()
         self.handle.close()
+
+
+def _union(step_arrays):
+    """The sorted union of increasing step arrays (``np.unique`` of numpy 2 hashes: 0.04 s
+    for 58,800 steps, where sorting what is nearly sorted takes a millisecond)."""
+    if len(step_arrays) == 1:
+        return step_arrays[0]
+    steps = np.sort(np.concatenate(step_arrays), kind="stable")
+    return steps[np.concatenate([[True], np.diff(steps) != 0])]
 
 
 def _times(path, found, steps):

@@ -25,7 +25,7 @@ OVERLAP_POLICIES = ("error", "later", "first", "drop")
 TRUNCATION_POLICIES = ("error", "drop")
 
 
-def scan_segment(path, format=None, on_truncated="error", group=None, near_step=None, comm=None):
+def scan_segment(path, format=None, on_truncated="error", group=None, near_step=None, comm=None, handle=None):
     """Scan one trajectory file and return its :class:`~h5mdtool.formats.base.Segment`.
 
     Steps stored modulo 2**32 (XTC, TRR) are placed nearest to *near_step* when given (a
@@ -33,7 +33,8 @@ def scan_segment(path, format=None, on_truncated="error", group=None, near_step=
 
     With a communicator of several ranks every rank calls it and gets the segment: an XTC or
     TRR file is scanned by all ranks together (:mod:`h5mdtool.formats.xdrscan`), any other
-    by rank 0 and broadcast; errors are raised by every rank together.
+    by rank 0 and broadcast; errors are raised by every rank together. *handle*: an H5MD
+    file already open (``h5py.File``), scanned without opening it again (serial only).
 
     Raises
     ------
@@ -49,15 +50,15 @@ def scan_segment(path, format=None, on_truncated="error", group=None, near_step=
             else:
                 segment = root_call(comm, _scan_file, cls, path, on_truncated, group)
         else:
-            segment = _scan_file(cls, path, on_truncated, group)
+            segment = _scan_file(cls, path, on_truncated, group, handle)
         if near_step is not None and cls.step_modulus:
             _place_steps(segment, near_step)
         return segment
 
 
-def _scan_file(cls, path, on_truncated, group):
+def _scan_file(cls, path, on_truncated, group, handle=None):
     if cls.name == "H5MD":
-        return cls.scan(path, on_truncated=on_truncated, group=group)
+        return cls.scan(path, on_truncated=on_truncated, group=group, handle=handle)
     return cls.scan(path, on_truncated=on_truncated)
 
 
