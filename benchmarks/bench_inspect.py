@@ -74,8 +74,11 @@ def bench(repeats, repeat):
     same = bool(np.array_equal(one["offsets"], two["offsets"]))
     print(f"  offsets identical: {same} ({len(one['offsets']) - 1} frames)")
     ratio = two["seconds"] / one["seconds"]
+    cpu_ratio = max(two["cpu_seconds"]) / one["cpu_seconds"][0]
+    print(f"  -> CPU seconds of the busiest of 2 ranks / of 1 rank: {cpu_ratio:.2f} (the work each rank did)")
     result = {"repeats": repeats, "seconds_1": one["seconds"], "seconds_2": two["seconds"],
-              "cpu_seconds_1": one["cpu_seconds"], "cpu_seconds_2": two["cpu_seconds"], "offsets_identical": same}
+              "cpu_seconds_1": one["cpu_seconds"], "cpu_seconds_2": two["cpu_seconds"], "cpu_ratio": cpu_ratio,
+              "offsets_identical": same}
     result["checks"] = [check("2-rank scan / 1-rank scan", ratio, 0.6, higher_is_better=False),
                         check("offsets identical (1 = yes)", float(same), 1.0)]
     return result
