@@ -262,7 +262,8 @@ def _print_layouts(result):
 @click.option("--csv", "as_csv", is_flag=True, help="Print the table as CSV (seconds; one row per rank count, or per rank count and input with --layouts).")
 @click.option("--json", "as_json", is_flag=True, help="Print the combined table as one JSON document.")
 @click.option("--force", "-f", is_flag=True, help="Replace an existing --plot file.")
-def report_command(runs, layouts_mode, plot_path, as_csv, as_json, force):
+@click.option("--model", "model_ranks", type=click.IntRange(min=1), default=None, metavar="N", help="Also predict t(N), S(N) and E(N) for N ranks from the 1-rank run and the next rank count's (2, best): serial setup + parallel work / (its efficiency x N) + collective costs growing with log2 N, or with N (docs/performance.md); printed beside the measured counts.")
+def report_command(runs, layouts_mode, plot_path, as_csv, as_json, force, model_ranks):
     """Combine 'bench rmsd --out' reports: scaling of one input, or inputs side by side.
 
     Reports are compared on resolved values: input content (sizes, layout), topology, atoms
@@ -287,7 +288,7 @@ def report_command(runs, layouts_mode, plot_path, as_csv, as_json, force):
 
     if plot_path is not None:
         _check_outputs((plot_path,), runs, force, plot_path)
-    result = bench_report(list(runs), layouts_mode=layouts_mode)
+    result = bench_report(list(runs), layouts_mode=layouts_mode, model_ranks=model_ranks)
     for warning in result["warnings"]:
         click.echo(f"warning: {warning}", err=True)
     if as_json:
@@ -307,6 +308,10 @@ def report_command(runs, layouts_mode, plot_path, as_csv, as_json, force):
         _print_layouts(result)
     else:
         _print_scaling(result)
+    if "model" in result and not as_json:
+        from ..bench.model import describe
+
+        click.echo("\n".join(describe(result["model"])), err=as_csv)
     if plot_path:
         from ..bench.plots import image_format, plot_layouts, plot_scaling
 
