@@ -166,7 +166,7 @@ def _frame_universe(universe, info, frame):
     The frame is read through the reading stack (:func:`h5mdtool.bench.frames.read_frame`), any
     format, the chosen H5MD particle group included, and handed to MDAnalysis's
     MemoryReader. Opening is finding the file holding the frame (a part of a split
-    trajectory is scanned); rank 0 scanned every other input already.
+    trajectory is scanned); every other input was scanned already.
     """
     from MDAnalysis.coordinates.memory import MemoryReader
 

@@ -17,7 +17,7 @@ when the input records no time (:func:`position_times`).
 Sources:
 
 - :class:`TrajectoryFrames`: any format through :class:`h5mdtool.formats.TrajectoryReader`,
-  with the metadata rank 0 scanned (nothing is written beside the input). An H5MD file is
+  with the scanned metadata (nothing is written beside the input). An H5MD file is
   read with MPI-IO on several ranks, a span of atoms at a time (:mod:`h5mdtool.formats.h5md`).
 - :class:`ManifestFrames`: a split trajectory; a part is opened only when one of its frames
   is read, so each rank opens only the parts holding its frames.
@@ -79,7 +79,7 @@ class TrajectoryFrames:
     def describe(self):
         if self.element is None:
             return {"format": ",".join(self.index.formats), "layout": "single shared file",
-                    "offsets": "scanned by rank 0 and broadcast"}
+                    "offsets": "scanned"}
         chunks = self.element["chunks"]
         return {
             "format": "H5MD", "layout": "chunked" if chunks else "contiguous",

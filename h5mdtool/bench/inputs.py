@@ -1,8 +1,8 @@
-"""What ``bench rmsd`` reads: one description of the input, made once on rank 0.
+"""What ``bench rmsd`` reads: one description of the input, the same on every rank.
 
-:func:`inspect_input` looks at the input on rank 0 (an H5MD file, one or several segments
-of any format the reading stack reads, or a split manifest or its directory) and returns an
-:class:`InputInfo` that is broadcast to every rank: the scanned
+:func:`inspect_input` looks at the input (an H5MD file, one or several segments of any
+format the reading stack reads, or a split manifest or its directory), every rank together,
+and returns on every rank the same :class:`InputInfo`: the scanned
 :class:`~h5mdtool.formats.TrajectoryIndex` (frames, atoms, steps, times, XTC/TRR offsets,
 the H5MD particle group), the parts of a split trajectory, the H5MD layout, and each file's
 size and modification time for the report. :func:`open_source` then opens, on every rank,
@@ -17,6 +17,7 @@ import numpy as np
 from ..formats import TrajectoryIndex, detect_format, scan, scan_segment
 from ..formats.base import hdf5_open_error
 from ..parallel.errors import InputError, UsageError, mark_collective
+from ..parallel.mpi import SerialComm, is_parallel, root_call, same_on_every_rank
 from ..subfiles.manifest import MANIFEST_NAME, is_manifest
 from .frames import (
     ManifestFrames, MDAnalysisFrames, Piece, TrajectoryFrames, checked_manifest, position_frames, position_times
@@ -145,8 +146,13 @@ def manifest_path(path):
     return path if is_manifest(path) else None
 
 
-def inspect_input(paths, group=None, format=None):
-    """Describe the input (rank 0): an H5MD file, segments of one trajectory, or a split manifest.
+def inspect_input(paths, group=None, format=None, comm=None):
+    """Describe the input: an H5MD file, segments of one trajectory, or a split manifest.
+
+    Every rank of *comm* calls it and gets the same :class:`InputInfo`: XTC and TRR segments
+    are scanned by all ranks together (:func:`h5mdtool.formats.scan`), an H5MD file's
+    metadata and layout are read by rank 0 (one open) and broadcast, as are a manifest and
+    the segments of other formats. Errors are raised by every rank together.
 
     Parameters
     ----------
@@ -157,6 +163,8 @@ def inspect_input(paths, group=None, format=None):
         H5MD particle group (default: the first listed, as MDAnalysis reads).
     format : str, optional
         Read every segment as this format (``LAMMPS`` for a LAMMPS DCD), whatever its extension.
+    comm : communicator, optional
+        Default: this process alone.
 
     Returns
     -------
@@ -169,7 +177,27 @@ def inspect_input(paths, group=None, format=None):
     InputError
         Missing, unreadable or inconsistent input.
     """
+    comm = SerialComm() if comm is None else comm
     paths = [os.fspath(p) for p in paths]
+    manifest, formats = root_call(comm, _classify, paths, group, format)
+    if manifest is not None:
+        return root_call(comm, _inspect_manifest, manifest, group)
+    if len(paths) == 1 and formats[0] == "H5MD":
+        index, layout, facts = root_call(comm, _inspect_h5md, paths[0], group)
+        return _h5md_input(paths[0], index, layout, facts)
+    index = scan(paths, group=group, format=format, comm=comm)
+    with same_on_every_rank(comm):
+        _check_positions(index)
+    n_frames = len(position_frames(index))
+    layout = {"layout": "single shared file" if len(paths) == 1 else f"{len(paths)} segments",
+              "offsets": "scanned by all ranks together" if is_parallel(comm) else "scanned"}
+    return InputInfo(kind="shared", path=os.path.abspath(paths[0]), format=",".join(index.formats),
+                     n_frames=n_frames, n_atoms=index.n_atoms, files=[_stat(p) for p in paths],
+                     layout=layout, h5md_group=group, index=index)
+
+
+def _classify(paths, group, format):
+    """Rank 0: the manifest *paths* name (or None) and the format of each path, checked."""
     if not paths:
         raise UsageError("give the trajectory to read (INPUT)")
     manifests = [manifest_path(p) for p in paths]
@@ -178,7 +206,7 @@ def inspect_input(paths, group=None, format=None):
     if len(paths) == 1 and manifests[0]:
         if format is not None:
             raise UsageError("--format names the format of trajectory files; a split manifest names its parts' own")
-        return _inspect_manifest(manifests[0], group)
+        return manifests[0], None
     for path in paths:
         if os.path.isdir(path):
             raise InputError(f"{path}: is a directory without {MANIFEST_NAME} (not a split trajectory)")
@@ -187,16 +215,7 @@ def inspect_input(paths, group=None, format=None):
     formats = [detect_format(p, format) for p in paths]
     if group is not None and any(f != "H5MD" for f in formats):
         raise UsageError("--group chooses the particle group of H5MD files; this input is " + ", ".join(formats))
-    index = scan(paths, group=group, format=format)
-    _check_positions(index)
-    n_frames = len(position_frames(index))
-    if len(paths) == 1 and formats[0] == "H5MD":
-        return _h5md_input(paths[0], index, n_frames)
-    layout = {"layout": "single shared file" if len(paths) == 1 else f"{len(paths)} segments",
-              "offsets": "scanned by rank 0 and broadcast"}
-    return InputInfo(kind="shared", path=os.path.abspath(paths[0]), format=",".join(index.formats),
-                     n_frames=n_frames, n_atoms=index.n_atoms, files=[_stat(p) for p in paths],
-                     layout=layout, h5md_group=group, index=index)
+    return None, formats
 
 
 def _check_positions(index):
@@ -232,24 +251,40 @@ def _inspect_manifest(path, group):
                      layout=layout, h5md_group=group, manifest=manifest)
 
 
-def _h5md_input(path, index, n_frames):
-    """The :class:`InputInfo` of one H5MD file scanned into *index*: its layout from the
-    positions dataset's creation properties (read from metadata only)."""
+def _inspect_h5md(path, group):
+    """Rank 0: an H5MD file's scan and the layout of its positions (creation properties),
+    from one open of the file.
+
+    Returns
+    -------
+    (TrajectoryIndex, dict, dict)
+        The index, the layout for the report, and the dataset facts of
+        :attr:`InputInfo.h5md` (the stored bytes only of a filtered dataset: HDF5 counts
+        them chunk by chunk).
+    """
     import h5py
 
     from ..check.lint import dataset_filters
+    from ..formats.base import file_stat
 
-    segment = index.segments[0]
-    element = segment.details["elements"]["positions"]
-    chunks = element["chunks"]
-    chunk_frames = int(chunks[0]) if chunks else 1
+    file_stat(path)
     try:
-        with h5py.File(path, "r") as handle:
+        handle = h5py.File(path, "r")
+    except (OSError, ValueError) as error:
+        raise hdf5_open_error(path, error) from None
+    with handle:
+        index = TrajectoryIndex([scan_segment(path, group=group, handle=handle)])
+        _check_positions(index)
+        segment = index.segments[0]
+        element = segment.details["elements"]["positions"]
+        try:
             value = handle[element["path"]]
             filters = [name for _, name in dataset_filters(value)]
-            shuffle, scaleoffset, stored = bool(value.shuffle), value.scaleoffset, int(value.id.get_storage_size())
-    except (OSError, KeyError, ValueError, TypeError) as error:
-        raise hdf5_open_error(path, error) from None
+            shuffle, scaleoffset = bool(value.shuffle), value.scaleoffset
+            stored = int(value.id.get_storage_size()) if filters else None
+        except (OSError, KeyError, ValueError, TypeError) as error:
+            raise hdf5_open_error(path, error) from None
+    chunks = element["chunks"]
     dtype = np.dtype(element["dtype"])
     layout = {
         "layout": "chunked" if chunks else "contiguous", "chunks": list(chunks) if chunks else None,
@@ -257,11 +292,19 @@ def _h5md_input(path, index, n_frames):
         "shuffle": shuffle, "scaleoffset": scaleoffset, "filters": filters, "dtype": str(dtype),
         "particles_group": segment.details["group"].split("/", 1)[1],
     }
+    chunk_frames = int(chunks[0]) if chunks else 1
     facts = {"itemsize": dtype.itemsize, "filtered": bool(filters), "stored_bytes": stored,
-             "n_chunks": -(-n_frames // chunk_frames)}
-    return InputInfo(kind="H5MD", path=os.path.abspath(path), format="H5MD", n_frames=n_frames,
-                     n_atoms=index.n_atoms, files=[_stat(path)], layout=layout, chunk_frames=chunk_frames,
-                     h5md_group=layout["particles_group"], index=index, h5md=facts)
+             "n_chunks": -(-len(position_frames(index)) // chunk_frames)}
+    return index, layout, facts
+
+
+def _h5md_input(path, index, layout, facts):
+    """The :class:`InputInfo` of one H5MD file (see :func:`_inspect_h5md`)."""
+    chunks = layout["chunks"]
+    return InputInfo(kind="H5MD", path=os.path.abspath(path), format="H5MD", n_frames=len(position_frames(index)),
+                     n_atoms=index.n_atoms, files=[_stat(path)], layout=layout,
+                     chunk_frames=int(chunks[0]) if chunks else 1, h5md_group=layout["particles_group"],
+                     index=index, h5md=facts)
 
 
 def open_source(info, atom_indices, block_frames, comm, engine, topology):

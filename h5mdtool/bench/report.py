@@ -170,12 +170,17 @@ def _compare(loaded, rules, refuse):
     return warnings
 
 
-def _best_runs(reports):
-    """Per rank count, the fastest run over all repeats of all *reports*."""
+def _runs_by_ranks(reports):
+    """Per rank count, every run (repeat) of all *reports*."""
     by_ranks = {}
     for report in reports:
         by_ranks.setdefault(report["n_ranks"], []).extend(report["runs"])
-    return {n: min(runs, key=lambda run: run["t_total"]) for n, runs in sorted(by_ranks.items())}
+    return by_ranks
+
+
+def _best_runs(reports):
+    """Per rank count, the fastest run over all repeats of all *reports*."""
+    return {n: min(runs, key=lambda run: run["t_total"]) for n, runs in sorted(_runs_by_ranks(reports).items())}
 
 
 def _row(n_ranks, run):
@@ -211,14 +216,20 @@ def _context(report):
     }
 
 
-def scaling(loaded):
-    """Scaling table of one input at several rank counts (see the module docstring)."""
+def scaling(loaded, model_ranks=None):
+    """Scaling table of one input at several rank counts (see the module docstring), and
+    with *model_ranks* the scaling model's prediction for that many ranks (:mod:`.model`)."""
     _compare(loaded, _WORK + _INPUT, refuse=True)
     warnings = _compare(loaded, _FLAGGED, refuse=False)
     rows = [_row(n, run) for n, run in _best_runs([r for _, r in loaded]).items()]
     baseline = _scale(rows)
-    return {"mode": "scaling", "context": _context(loaded[0][1]), "baseline": baseline, "rows": rows,
-            "warnings": warnings, "reports": [name for name, _ in loaded]}
+    result = {"mode": "scaling", "context": _context(loaded[0][1]), "baseline": baseline, "rows": rows,
+              "warnings": warnings, "reports": [name for name, _ in loaded]}
+    if model_ranks is not None:
+        from .model import model
+
+        result["model"] = model(_runs_by_ranks([r for _, r in loaded]), model_ranks)
+    return result
 
 
 def _label(report, clashes):
@@ -265,7 +276,7 @@ def layouts(loaded):
             "warnings": warnings, "reports": [name for name, _ in loaded]}
 
 
-def bench_report(runs, layouts_mode=False):
+def bench_report(runs, layouts_mode=False, model_ranks=None):
     """Combine ``bench rmsd`` reports: a scaling table, or inputs side by side.
 
     Parameters
@@ -276,6 +287,9 @@ def bench_report(runs, layouts_mode=False):
     layouts_mode : bool
         Compare several inputs at the same rank counts (Jakupovic & Beckstein 2021's table) instead of one
         input's scaling.
+    model_ranks : int, optional
+        Scaling mode: also predict t(N), S(N) and E(N) at this rank count from the 1-rank
+        run and the next rank count's (:mod:`h5mdtool.bench.model`), as ``model``.
 
     Returns
     -------
@@ -294,4 +308,6 @@ def bench_report(runs, layouts_mode=False):
         Reports that cannot be compared, naming what differs.
     """
     loaded = load_reports(runs)
-    return layouts(loaded) if layouts_mode else scaling(loaded)
+    if layouts_mode and model_ranks is not None:
+        raise UsageError("--model predicts one input's scaling: leave out --layouts")
+    return layouts(loaded) if layouts_mode else scaling(loaded, model_ranks)

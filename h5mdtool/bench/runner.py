@@ -2,8 +2,8 @@
 
 Split-apply-combine as in Khoshlessan et al. 2020 (sections 3 and 5) and Jakupovic & Beckstein 2021. Each run:
 
-1. rank 0 inspects the input (format, frame count, XTC/TRR offsets, parts) and broadcasts
-   it (:mod:`h5mdtool.bench.inputs`);
+1. the ranks inspect the input (format, frame count, XTC/TRR offsets found by all ranks
+   together, H5MD metadata read by rank 0 and broadcast, parts) (:mod:`h5mdtool.bench.inputs`);
 2. rank 0 resolves the analysis (topology, selections, weights, reference, frames) and
    broadcasts it (:mod:`h5mdtool.bench.analysis`);
 3. the frames are divided following the input's layout (:mod:`h5mdtool.bench.partition`); every
@@ -124,13 +124,11 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
     from ..formats import load_decoders
 
     clock = PhaseClock()
-    if comm.rank == 0:
-        import MDAnalysis  # noqa: F401 - its import (0.4 s, the first run only) belongs to the topology
-        clock.charge("t_init_top")
-    else:
-        load_decoders(paths, input_format)  # while rank 0 scans: their first read need not import them
-    info = root_call(comm, inspect_input, paths, group, input_format)
+    info = inspect_input(paths, group, input_format, comm=comm)
     clock.charge("t_init_traj")
+    if comm.rank != 0:  # while rank 0 resolves the analysis: their first read need not import them
+        load_decoders(paths, input_format)
+        clock.charge("t_init_traj")
     plan, root_phases = root_call(comm, plan_analysis, info, topology, options)
     if comm.rank == 0:
         clock.split(root_phases, rest="t_comm")

@@ -242,7 +242,7 @@ def compare_with_source(paths, sources, *, comm=None, tolerance=None, limit=10, 
     """
     from ..parallel.progress import progress_bar
 
-    source_index = sources if isinstance(sources, TrajectoryIndex) else root_call(comm, scan, list(sources))
+    source_index = sources if isinstance(sources, TrajectoryIndex) else scan(list(sources), comm=comm)
     copy_index, precisions, compare_time = root_call(comm, _scan_copy, list(paths))
     precision = precisions.get("positions")
     converted = _converted(copy_index) or _converted(source_index)

@@ -1121,8 +1121,7 @@ def validate(paths, *, comm=None, profile="all", against=None, tolerance=None, s
     against = [os.fspath(p) for p in against or []]
     if against_format is not None and not against:
         raise UsageError("--against-format names the format of the --against source: give the source")
-    source = (root_call(comm, scan, against, on_overlap, format=against_format, on_truncated=on_truncated)
-              if against else None)
+    source = scan(against, on_overlap, format=against_format, on_truncated=on_truncated, comm=comm) if against else None
     if profile != "h5md" and comm.rank == 0:
         import MDAnalysis.coordinates.H5MD  # noqa: F401 - imported once, before the forked readers
     reports = []

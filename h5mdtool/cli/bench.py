@@ -151,8 +151,8 @@ def rmsd_command(inputs, topology, select, calc_select, index, weights, referenc
     """RMSD after optimal superposition, frames split over MPI ranks, every phase timed.
 
     INPUT is an H5MD file (read with MPI-IO on several ranks), one or several XTC/TRR/DCD
-    files (segments of one trajectory, shared by all ranks; rank 0 scans the offsets), or a
-    split manifest.json or its directory (ranks read whole parts when their count divides
+    files (segments of one trajectory, shared by all ranks, which find XTC/TRR frame
+    offsets together), or a split manifest.json or its directory (ranks read whole parts when their count divides
     the parts'). The RMSDs equal MDAnalysis's rms.RMSD(u, select=SEL, groupselections=...,
     weights=..., ref_frame=...).run(start, stop, step), and gmx rms with the same groups.
 
@@ -266,7 +266,8 @@ def _print_layouts(result):
 @click.option("--csv", "as_csv", is_flag=True, help="Print the table as CSV (seconds; one row per rank count, or per rank count and input with --layouts).")
 @click.option("--json", "as_json", is_flag=True, help="Print the combined table as one JSON document.")
 @click.option("--force", "-f", is_flag=True, help="Replace an existing --plot file.")
-def report_command(runs, layouts_mode, plot_path, as_csv, as_json, force):
+@click.option("--model", "model_ranks", type=click.IntRange(min=1), default=None, metavar="N", help="Also predict t(N), S(N) and E(N) for N ranks from the 1-rank run and the next rank count's (2, best): serial setup + parallel work / (its efficiency x N) + collective costs growing with log2 N, or with N (docs/performance.md); printed beside the measured counts.")
+def report_command(runs, layouts_mode, plot_path, as_csv, as_json, force, model_ranks):
     """Combine 'bench rmsd --out' reports: scaling of one input, or inputs side by side.
 
     Reports are compared on resolved values: input content (sizes, layout), topology, atoms
@@ -291,7 +292,7 @@ def report_command(runs, layouts_mode, plot_path, as_csv, as_json, force):
 
     if plot_path is not None:
         _check_outputs((plot_path,), runs, force, plot_path)
-    result = bench_report(list(runs), layouts_mode=layouts_mode)
+    result = bench_report(list(runs), layouts_mode=layouts_mode, model_ranks=model_ranks)
     for warning in result["warnings"]:
         click.echo(f"warning: {warning}", err=True)
     if as_json:
@@ -311,6 +312,10 @@ def report_command(runs, layouts_mode, plot_path, as_csv, as_json, force):
         _print_layouts(result)
     else:
         _print_scaling(result)
+    if "model" in result and not as_json:
+        from ..bench.model import describe
+
+        click.echo("\n".join(describe(result["model"])), err=as_csv)
     if plot_path:
         from ..bench.plots import image_format, plot_layouts, plot_scaling
 

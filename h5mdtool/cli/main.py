@@ -12,6 +12,7 @@ the batch systems' SIGUSR1, SIGUSR2, SIGXCPU) remove the temporaries, print
 mpirun, help, version and errors are printed by rank 0 only (:class:`RankZeroHelp`).
 """
 
+import importlib
 import os
 import sys
 
@@ -22,6 +23,21 @@ from ..parallel import interrupts
 from ..parallel.errors import H5mdToolError
 from ..parallel.heap import keep_freed_heap
 from ..parallel.mpi import debug_enabled, hdf5_exit_is_unsafe
+
+#: The commands: name -> (the module of this package that defines it as ``command``, the
+#: first paragraph of its help, which ``h5mdtool --help`` lists). A command's module is
+#: imported only when the command runs or shows its own help, so ``h5mdtool --help`` and
+#: ``--version`` load neither numpy nor the reading stack (tests/cli check that each
+#: paragraph is the command's own).
+COMMANDS = {
+    "bench": ("bench", "Benchmarks of parallel trajectory analysis, timed per MPI rank."),
+    "convert": ("convert", "Convert MD trajectories into one H5MD 1.1 file."),
+    "info": ("info", "Frames, atoms, time, box, every dataset's layout, provenance and layout advice."),
+    "split": ("split", "Split one trajectory into N part files plus a manifest, for one file per rank."),
+    "topology": ("topology", "Write the topology an H5MD file carries (convert --topology stores one) for other "
+                             "programs."),
+    "validate": ("validate", "Check H5MD files: H5MD 1.1 conformance, MDAnalysis readability, layout lint, data."),
+}
 
 
 def _rank():
@@ -102,7 +118,26 @@ class RankZeroHelp:
         return False
 
 
-class ErrorHandlingGroup(RankZeroHelp, click.Group):
+class LazyCommands:
+    """Click mixin for the top-level group: its commands (:data:`COMMANDS`) are imported when used."""
+
+    def list_commands(self, ctx):
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx, name):
+        if name not in COMMANDS:
+            return None
+        return importlib.import_module(f"{__package__}.{COMMANDS[name][0]}").command
+
+    def format_commands(self, ctx, formatter):
+        """The list of commands with the one line of each, as click shortens it, without importing them."""
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        rows = [(name, click.utils.make_default_short_help(text, limit)) for name, (_, text) in sorted(COMMANDS.items())]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+class ErrorHandlingGroup(LazyCommands, RankZeroHelp, click.Group):
     """Turns h5mdtool's and click's errors into one line and an exit code, printed by rank 0 only."""
 
     def make_context(self, info_name, args, parent=None, **extra):
@@ -164,16 +199,6 @@ def cli(debug):
     """
     if debug:
         os.environ["H5MDTOOL_DEBUG"] = "1"
-
-
-def _register():
-    from . import bench, convert, info, split, topology, validate
-
-    for module in (convert, split, validate, info, bench, topology):
-        cli.add_command(module.command)
-
-
-_register()
 
 
 #: Exit status when the reader of standard output went away (as a shell reports SIGPIPE).

@@ -1,6 +1,8 @@
 """``h5mdtool convert``: XTC/TRR/DCD/H5MD segments into one H5MD file, written in parallel.
 
-Rank 0 scans the inputs and plans the job; the plan is broadcast. Each rank then owns a
+The ranks scan the inputs together (:func:`h5mdtool.formats.scan`: XTC/TRR frame offsets
+found by all ranks, other formats read by rank 0 and broadcast); rank 0 plans the job and
+broadcasts the plan. Each rank then owns a
 balanced contiguous block of whole chunks of output frames, reads them a block at a time
 from the segments that hold them and writes them with collective HDF5 calls into a file
 under a temporary name, which rank 0 renames to the output path once every rank is done.
@@ -169,12 +171,22 @@ def choose_split_xyz(layout, index, frames, atom_indices):
         layout.choose_split_xyz(block.view("positions"), index.dtype)
 
 
-def _plan(comm, inputs, output, *, topology, select, index_file, atom_indices_file, start, stop, step, begin, end,
-          dt, velocities, forces, on_overlap, on_truncated, format, group, force, layout, command):
-    """Rank 0: check the output, scan inputs, select atoms and frames, group the elements."""
+def _check_request(inputs, output, start, stop, step, begin, end, dt, force):
+    """Rank 0, before the inputs are scanned: one frame selection, an output that may be written."""
     check_one_selection(start, stop, step, begin, end, dt)
     check_output_file(output, inputs, force)
-    index = scan(inputs, on_overlap=on_overlap, format=format, on_truncated=on_truncated, group=group)
+
+
+def _plan_to_share(*args, **kwargs):
+    """Rank 0: :func:`_plan` without its index, which every rank holds already (the scan is collective)."""
+    plan = _plan(*args, **kwargs)
+    plan.index = None
+    return plan
+
+
+def _plan(comm, inputs, output, index, *, topology, select, index_file, atom_indices_file, start, stop, step, begin,
+          end, dt, velocities, forces, layout, command, on_overlap, on_truncated):
+    """Rank 0: select atoms and frames of the scanned *index*, group the elements, settle the layout."""
     layout.resolve_precision(index)
     frames = select_trajectory_frames(index, start, stop, step, begin, end, dt)
     check_trajectory(index, frames)
@@ -513,15 +525,17 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
     )
     root_call(comm, layout.check_parallel, comm.size)
     require_parallel_h5py(comm)
-    if comm.rank != 0:
+    root_call(comm, _check_request, inputs, output, start, stop, step, begin, end, dt, force)
+    index = scan(inputs, on_overlap=on_overlap, format=format, on_truncated=on_truncated, group=group, comm=comm)
+    if comm.rank != 0:  # while rank 0 plans: their first read need not import them
         load_decoders(inputs, format)
     plan = root_call(
-        comm, _plan, comm, inputs, output, topology=topology, select=select, index_file=index_file,
+        comm, _plan_to_share, comm, inputs, output, index, topology=topology, select=select, index_file=index_file,
         atom_indices_file=atom_indices_file, start=start, stop=stop, step=step, begin=begin, end=end, dt=dt,
-        velocities=velocities, forces=forces, on_overlap=on_overlap,
-        on_truncated=on_truncated, format=format, group=group, force=force, layout=layout,
+        velocities=velocities, forces=forces, on_overlap=on_overlap, on_truncated=on_truncated, layout=layout,
         command=command,
     )
+    plan.index = index
     layout = plan.layout
     plan.provenance["stripe_applied"] = root_call(
         comm, lfs_setstripe, plan.temporary, layout.stripe_count, layout.stripe_size

@@ -5,10 +5,12 @@ A format is a subclass of :class:`Format` (one module per format in this package
 the registry of :mod:`h5mdtool.formats`). It has two halves, following the project's MPI
 rules:
 
-* :meth:`Format.scan` runs on rank 0 only. It reads every frame header of one file, checks
+* :meth:`Format.scan` runs on one rank. It reads every frame header of one file, checks
   each (atom count, which fields the frame holds, finite box and time, the frame's byte
   length) and accounts for the file to the byte, and returns a :class:`Segment`: small,
-  picklable, broadcast to every rank. Nothing is ever written beside the input.
+  picklable, broadcast to every rank. Formats whose frames are found by walking their
+  headers (XTC, TRR) also have a :class:`FrameWalk`, with which all ranks scan a file
+  together (:mod:`h5mdtool.formats.xdrscan`). Nothing is ever written beside the input.
 * An instance, made on any rank from a :class:`Segment`, reads blocks of frames for a
   selection of atoms into a :class:`FrameBlock`, in h5mdtool's units (nm, ps, nm/ps,
   kJ/(mol nm)), and checks what it decoded is finite.
@@ -282,7 +284,9 @@ class Format:
     """Base class of a trajectory format: scan a file on rank 0, read blocks on any rank.
 
     Subclasses set :attr:`name`, :attr:`extensions` and :attr:`decoders` and implement
-    :meth:`scan` and :meth:`read_frames`.
+    :meth:`scan` and :meth:`read_frames`. A format with a :attr:`walker` also implements
+    ``segment(path, stat, offsets, rows, dropped)``, the :class:`Segment` of a walked file
+    from its frame offsets and the walker's packed rows (what :meth:`scan` returns).
 
     Parameters
     ----------
@@ -304,6 +308,9 @@ class Format:
     check_values = True
     #: The modulus of the steps the file stores (XTC, TRR: 2**32), None when they are whole.
     step_modulus = None
+    #: The :class:`FrameWalk` of a format whose frames are found by walking their headers
+    #: (XTC, TRR): all ranks scan such a file together (:mod:`h5mdtool.formats.xdrscan`).
+    walker = None
 
     def __init__(self, segment, atom_indices=None):
         self.segment = segment
@@ -395,6 +402,136 @@ class Format:
 
     def close(self):
         """Release the file (collective for an H5MD file opened with MPI-IO)."""
+
+
+class FrameWalk:
+    """The walk through a file of self-delimiting frames (XTC, TRR), one header at a time, each
+    checked before anything is decoded.
+
+    The serial scan walks a whole file from its start (:meth:`whole_file`); the collective
+    scan (:mod:`h5mdtool.formats.xdrscan`) has each rank walk its byte range from a frame
+    start found inside it. A subclass implements :meth:`run`, :meth:`rows`,
+    :meth:`candidates` and :meth:`first_atom_count`; its frames are whole multiples of 4
+    bytes long, so every frame start is a multiple of 4.
+
+    Parameters
+    ----------
+    path : str
+    fd : int
+        Descriptor of the open file.
+    size : int
+        Bytes of the file.
+    on_truncated : {"error", "drop"}
+    position : int
+        Byte where the walk starts, a frame start.
+    frame : int
+        Number of the frame starting there (the messages name it; frame 0 also names the
+        file's kind).
+    n_atoms : int, optional
+        Atoms of frame 0 (None when the walk starts there).
+
+    Attributes
+    ----------
+    position : int
+        Start of the next frame to read; after an :class:`InputError`, of the frame refused.
+    frame : int
+        Its number.
+    offsets : list of int
+        Start of each frame walked.
+    records : list
+        What each frame's header says (the subclass's own form; :meth:`rows` packs them).
+    dropped : dict or None
+        An incomplete last frame left out (``on_truncated="drop"``).
+    """
+
+    #: Kind of file, for messages.
+    kind = None
+    #: Bytes read at a frame start to find its length and check its header.
+    head_bytes = 0
+    #: Bytes at the start of frame 0 that hold its atom count.
+    count_bytes = 0
+
+    def __init__(self, path, fd, size, on_truncated, position=0, frame=0, n_atoms=None):
+        self.path, self.fd, self.size, self.on_truncated = path, fd, size, on_truncated
+        self.position, self.frame, self.n_atoms = position, frame, n_atoms
+        self.offsets, self.records, self.dropped = [], [], None
+
+    def run(self, stop=None):
+        """Walk frames until the end of the file, or until the next frame starts at or after *stop*.
+
+        Returns
+        -------
+        bool
+            False when the walk ended at an incomplete last frame (dropped), else True.
+
+        Raises
+        ------
+        InputError
+            At the first frame that is not a complete, well-formed frame (an incomplete last
+            one too with ``on_truncated="error"``); :attr:`position` is where it starts.
+        """
+        raise NotImplementedError
+
+    def rows(self):
+        """The records walked as one compact numpy array, a row per frame."""
+        raise NotImplementedError
+
+    @staticmethod
+    def candidates(words, n_atoms):
+        """Indices into big-endian int32 *words* where a frame of *n_atoms* atoms may start (its
+        header's constant fields and atom count; the walk checks the rest)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def first_atom_count(head):
+        """The atom count that the first :attr:`count_bytes` of a file (*head*) declare, or None
+        when they are no frame header of this kind."""
+        raise NotImplementedError
+
+    def walked_offsets(self):
+        """Start of each frame walked, then the end of the last one (int64).
+
+        Raises
+        ------
+        InputError
+            If no complete frame was walked.
+        """
+        return self.file_offsets(self.path, self.offsets, self.position)
+
+    @classmethod
+    def file_offsets(cls, path, starts, end):
+        """*starts* of the frames of file *path*, then *end*, that of the last (int64).
+
+        Raises
+        ------
+        InputError
+            If there is no frame.
+        """
+        if len(starts) == 0:
+            raise InputError(f"{path}: holds no complete {cls.kind} frame")
+        return np.append(np.asarray(starts, np.int64), end).astype(np.int64)
+
+    @classmethod
+    def whole_file(cls, path, on_truncated):
+        """The serial scan's walk: every frame of *path*, from its start.
+
+        Returns
+        -------
+        (os.stat_result, FrameWalk)
+
+        Raises
+        ------
+        InputError
+            As :func:`file_stat` and :meth:`run`; a file that cannot be read.
+        """
+        stat = file_stat(path)
+        try:
+            with open(path, "rb", buffering=0) as handle:
+                walk = cls(path, handle.fileno(), stat.st_size, on_truncated)
+                walk.run()
+        except OSError as error:
+            raise InputError(f"{path}: cannot be read ({reason(error)})") from None
+        return stat, walk
 
 
 def truncated(path, frame, start, have, need, on_truncated, hint="--on-truncated drop"):

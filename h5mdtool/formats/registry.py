@@ -58,9 +58,9 @@ def format_class(name):
 def load_decoders(paths, format=None):
     """Import the modules that decode *paths* (chosen by extension); never raise.
 
-    Ranks other than 0 call this while rank 0 scans the inputs. Importing MDAnalysis takes
-    about 0.35 s; done here it overlaps the scan, instead of delaying each rank's first block
-    while rank 0, which imported it for the scan, waits at the first collective write.
+    Ranks other than 0 call this while rank 0 plans the job. Importing MDAnalysis takes
+    about 0.35 s; done here it overlaps rank 0's planning (which reads frames), instead of
+    delaying each rank's first block while rank 0 waits at the first collective write.
     Unknown formats and failed imports are left for rank 0 to report.
     """
     modules = set()

@@ -12,8 +12,10 @@ from collections import OrderedDict
 import numpy as np
 
 from ..parallel.errors import InputError, OverlapError, UsageError
+from ..parallel.mpi import SerialComm, is_parallel, root_call, same_on_every_rank
 from .base import ANGSTROM_PER_NM, ATOM_FIELDS, FIELDS, FrameBlock, unwrap_steps, with_stored_steps
 from .registry import REGISTRY, detect_format
+from .xdrscan import scan_collective
 
 #: How segment overlaps (restarts) are handled: refuse them; keep the later segment's frames
 #: (gmx trjcat's rule: a restart from a checkpoint supersedes what the earlier run wrote past
@@ -23,25 +25,41 @@ OVERLAP_POLICIES = ("error", "later", "first", "drop")
 TRUNCATION_POLICIES = ("error", "drop")
 
 
-def scan_segment(path, format=None, on_truncated="error", group=None, near_step=None):
-    """Scan one trajectory file (rank 0) and return its :class:`~h5mdtool.formats.base.Segment`.
+def scan_segment(path, format=None, on_truncated="error", group=None, near_step=None, comm=None, handle=None):
+    """Scan one trajectory file and return its :class:`~h5mdtool.formats.base.Segment`.
 
     Steps stored modulo 2**32 (XTC, TRR) are placed nearest to *near_step* when given (a
     split part's recorded first step; see :func:`~h5mdtool.formats.base.unwrap_steps`).
+
+    With a communicator of several ranks every rank calls it and gets the segment: an XTC or
+    TRR file is scanned by all ranks together (:mod:`h5mdtool.formats.xdrscan`), any other
+    by rank 0 and broadcast; errors are raised by every rank together. *handle*: an H5MD
+    file already open (``h5py.File``), scanned without opening it again (serial only).
 
     Raises
     ------
     InputError
         If the file is missing, empty, of an unknown format, truncated or corrupt.
     """
-    path = os.fspath(path)
-    cls = REGISTRY[detect_format(path, format)]
+    with same_on_every_rank(comm or SerialComm()):
+        path = os.fspath(path)
+        cls = REGISTRY[detect_format(path, format)]
+        if comm is not None and is_parallel(comm):
+            if cls.walker is not None:
+                segment = scan_collective(cls, path, on_truncated, comm)
+            else:
+                segment = root_call(comm, _scan_file, cls, path, on_truncated, group)
+        else:
+            segment = _scan_file(cls, path, on_truncated, group, handle)
+        if near_step is not None and cls.step_modulus:
+            _place_steps(segment, near_step)
+        return segment
+
+
+def _scan_file(cls, path, on_truncated, group, handle=None):
     if cls.name == "H5MD":
-        return cls.scan(path, on_truncated=on_truncated, group=group)
-    segment = cls.scan(path, on_truncated=on_truncated)
-    if near_step is not None and cls.step_modulus:
-        _place_steps(segment, near_step)
-    return segment
+        return cls.scan(path, on_truncated=on_truncated, group=group, handle=handle)
+    return cls.scan(path, on_truncated=on_truncated)
 
 
 class TrajectoryIndex:
@@ -169,8 +187,12 @@ def _boundary(segments, box):
     return boundary
 
 
-def scan(paths, on_overlap="error", format=None, on_truncated="error", group=None, continues=None):
-    """Scan the segments of one trajectory (rank 0) and return a :class:`TrajectoryIndex`.
+def scan(paths, on_overlap="error", format=None, on_truncated="error", group=None, continues=None, comm=None):
+    """Scan the segments of one trajectory and return a :class:`TrajectoryIndex`.
+
+    Serial by default (rank 0 scans and broadcasts the index); with a communicator of
+    several ranks, collective: every rank calls it and gets the index, the segments scanned
+    as :func:`scan_segment` scans them, errors raised by every rank together.
 
     Parameters
     ----------
@@ -191,6 +213,8 @@ def scan(paths, on_overlap="error", format=None, on_truncated="error", group=Non
     continues : int, optional
         The last step before the first segment (an append's file): steps stored modulo 2**32
         (XTC, TRR) are placed after it; overlaps with it are the caller's to check.
+    comm : communicator, optional
+        Scan with every rank of *comm* (collective).
 
     Raises
     ------
@@ -200,13 +224,18 @@ def scan(paths, on_overlap="error", format=None, on_truncated="error", group=Non
     OverlapError
         Overlapping segments with ``on_overlap="error"``.
     """
+    with same_on_every_rank(comm or SerialComm()):
+        return _scan(paths, on_overlap, format, on_truncated, group, continues, comm)
+
+
+def _scan(paths, on_overlap, format, on_truncated, group, continues, comm):
     if on_overlap not in OVERLAP_POLICIES:
         raise UsageError(f"on_overlap must be one of {OVERLAP_POLICIES}, got {on_overlap!r}")
     if on_truncated not in TRUNCATION_POLICIES:
         raise UsageError(f"on_truncated must be one of {TRUNCATION_POLICIES}, got {on_truncated!r}")
     if not paths:
         raise UsageError("no input trajectory given")
-    segments = [scan_segment(path, format, on_truncated, group) for path in paths]
+    segments = [scan_segment(path, format, on_truncated, group, comm=comm) for path in paths]
     first = segments[0]
     for segment in segments[1:]:
         if segment.n_atoms != first.n_atoms:

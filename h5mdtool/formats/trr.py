@@ -20,7 +20,7 @@ import struct
 import numpy as np
 
 from ..parallel.errors import InputError
-from .base import STEP_MODULUS, Format, Segment, file_stat, reason, truncated, unwrap_steps, with_stored_steps
+from .base import STEP_MODULUS, Format, FrameWalk, Segment, truncated, unwrap_steps, with_stored_steps
 
 MAGIC = 1993
 VERSION = b"GMX_trn_file"
@@ -81,70 +81,117 @@ def parse_header(path, frame, position, head, n_atoms):
     return dict(sizes, real=real, header=FIXED + 2 * real, time=time)
 
 
+#: One frame of a walked TRR file, as :meth:`Walk.rows` packs it: the bytes of the header and
+#: of each section, the atom count, the step as stored, bytes per real, whether the box is set, and the time.
+ROW = np.dtype([("header", np.int64)] + [(name, np.int64) for name in SECTIONS]
+               + [("natoms", np.int64), ("step", np.int64), ("real", np.int64), ("box_set", bool), ("time", np.float64)])
+#: Bytes read at a frame start: the header and the box.
+HEAD_BYTES = FIXED + 16 + 9 * 8
+
+
+class Walk(FrameWalk):
+    """The walk through a TRR file's frames, one header at a time, each checked
+    (:class:`~h5mdtool.formats.base.FrameWalk`); ``records`` holds each frame's
+    :func:`parse_header` record."""
+
+    kind = "TRR"
+    head_bytes = HEAD_BYTES
+    #: Frame 0's atom count is the 11th size after the version string.
+    count_bytes = 24 + 4 * 11
+
+    def run(self, stop=None):
+        path, size, fd = self.path, self.size, self.fd
+        position, frame, n_atoms = self.position, self.frame, self.n_atoms
+        offsets, records = self.offsets, self.records
+        try:
+            while position < size and (stop is None or position < stop):
+                head = os.pread(fd, HEAD_BYTES, position)  # the header and the box
+                if frame == 0 and len(head) >= 4 and struct.unpack_from(">i", head)[0] != MAGIC:
+                    raise InputError(f"{path}: not a TRR file (magic number {struct.unpack_from('>i', head)[0]}, "
+                                     f"expected {MAGIC})")
+                if len(head) < FIXED + 8 or (len(head) < FIXED + 16 and _needs_double(head)):
+                    if frame == 0:
+                        raise InputError(f"{path}: not a TRR file ({size} bytes, shorter than a frame header)")
+                    self.dropped = truncated(path, frame, position, len(head), None, self.on_truncated)
+                    return False
+                record = parse_header(path, frame, position, head, n_atoms)
+                n_atoms = self.n_atoms = record["natoms"]
+                length = record["header"] + sum(record[name] for name in SECTIONS)
+                if position + length > size:
+                    self.dropped = truncated(path, frame, position, size - position, length, self.on_truncated)
+                    return False
+                # a box of zeros is GROMACS's "no box" (MDAnalysis reads None)
+                record["box_set"] = bool(record["box"]) and np.frombuffer(
+                    head, ">f4" if record["real"] == 4 else ">f8", 9, record["header"]).any()
+                offsets.append(position)
+                records.append(record)
+                position += length
+                frame += 1
+        finally:
+            self.position, self.frame = position, frame
+        return True
+
+    def rows(self):
+        return np.array([(r["header"], *(r[name] for name in SECTIONS), r["natoms"], r["step"], r["real"], r["box_set"], r["time"])
+                         for r in self.records], ROW)
+
+    @staticmethod
+    def candidates(words, n_atoms):
+        # magic, the version string's two lengths, then (word 16) the atom count
+        hits = np.flatnonzero(words[:-16] == MAGIC)
+        version = (words[hits + 1] == len(VERSION) + 1) & (words[hits + 2] == len(VERSION))
+        return hits[version & (words[hits + 16] == n_atoms)]
+
+    @staticmethod
+    def first_atom_count(head):
+        if len(head) < Walk.count_bytes or struct.unpack_from(">i", head)[0] != MAGIC:
+            return None
+        natoms = struct.unpack_from(">i", head, Walk.count_bytes - 4)[0]
+        return natoms if natoms >= 1 else None
+
+
 class TRRFormat(Format):
     """GROMACS TRR trajectories: positions, velocities and forces, each present per frame."""
 
     name = "TRR"
     extensions = (".trr",)
     step_modulus = STEP_MODULUS
+    walker = Walk
 
     @classmethod
     def scan(cls, path, on_truncated="error"):
-        stat = file_stat(path)
-        size = stat.st_size
-        offsets, records, dropped = [], [], None
-        position, n_atoms = 0, None
-        try:
-            with open(path, "rb", buffering=0) as handle:
-                fd = handle.fileno()
-                while position < size:
-                    frame = len(records)
-                    head = os.pread(fd, FIXED + 16 + 9 * 8, position)  # the header and the box
-                    if frame == 0 and len(head) >= 4 and struct.unpack_from(">i", head)[0] != MAGIC:
-                        raise InputError(f"{path}: not a TRR file (magic number {struct.unpack_from('>i', head)[0]}, "
-                                         f"expected {MAGIC})")
-                    if len(head) < FIXED + 8 or (len(head) < FIXED + 16 and _needs_double(head)):
-                        if frame == 0:
-                            raise InputError(f"{path}: not a TRR file ({size} bytes, shorter than a frame header)")
-                        dropped = truncated(path, frame, position, len(head), None, on_truncated)
-                        break
-                    record = parse_header(path, frame, position, head, n_atoms)
-                    n_atoms = record["natoms"]
-                    length = record["header"] + sum(record[name] for name in SECTIONS)
-                    if position + length > size:
-                        dropped = truncated(path, frame, position, size - position, length, on_truncated)
-                        break
-                    # a box of zeros is GROMACS's "no box" (MDAnalysis reads None)
-                    record["box_set"] = bool(record["box"]) and np.frombuffer(
-                        head, ">f4" if record["real"] == 4 else ">f8", 9, record["header"]).any()
-                    offsets.append(position)
-                    records.append(record)
-                    position += length
-        except OSError as error:
-            raise InputError(f"{path}: cannot be read ({reason(error)})") from None
-        if not records:
-            raise InputError(f"{path}: holds no complete TRR frame")
-        offsets.append(position)
-        reals = {record["real"] for record in records}
+        stat, walker = Walk.whole_file(path, on_truncated)
+        return cls.segment(path, stat, walker.walked_offsets(), walker.rows(), walker.dropped)
+
+    @classmethod
+    def segment(cls, path, stat, offsets, rows, dropped):
+        """The :class:`Segment` of a walked file: frame starts and the end of the last frame
+        (*offsets*) and what each frame's header says (*rows*, :data:`ROW`), checked together.
+
+        Raises
+        ------
+        InputError
+            Single- and double-precision frames mixed; no frame with positions, velocities
+            or forces.
+        """
+        reals = np.unique(rows["real"])
         if len(reals) > 1:
             raise InputError(f"{path}: mixes single- and double-precision frames")
-        real = reals.pop()
-        fields = {
-            name: np.array([record[section] > 0 for record in records])
-            for name, section in (("positions", "x"), ("velocities", "v"), ("forces", "f"))
-        }
-        fields["box"] = np.array([record["box_set"] for record in records])
+        real = int(reals[0])
+        fields = {name: rows[section] > 0 for name, section in (("positions", "x"), ("velocities", "v"),
+                                                                 ("forces", "f"))}
+        fields["box"] = rows["box_set"].copy()
         fields = {name: present for name, present in fields.items() if present.any()}
         if not any(name in fields for name in FIELD_SECTION):
             raise InputError(f"{path}: no frame holds positions, velocities or forces")
-        layout = np.array([[record["header"]] + [record[name] for name in SECTIONS] for record in records], np.int64)
-        stored = np.array([record["step"] for record in records], np.int64)
+        layout = np.stack([rows["header"]] + [rows[name] for name in SECTIONS], axis=1).astype(np.int64)
+        stored = rows["step"].astype(np.int64)
         step = unwrap_steps(stored)
         return Segment(
-            path=path, format=cls.name, n_atoms=int(n_atoms), n_frames=len(records),
-            size=size, mtime=stat.st_mtime,
+            path=path, format=cls.name, n_atoms=int(rows["natoms"][0]), n_frames=len(rows),
+            size=stat.st_size, mtime=stat.st_mtime,
             step=step,
-            time=np.array([record["time"] for record in records], np.float64),
+            time=rows["time"].astype(np.float64),
             fields=fields, dtype="float32" if real == 4 else "float64",
             offsets=np.asarray(offsets, np.int64), details=with_stored_steps({"real": real, "sections": layout}, stored, step),
             dropped=dropped,

@@ -25,7 +25,7 @@ from collections import namedtuple
 import numpy as np
 
 from ..parallel.errors import H5mdToolError, InputError
-from .base import STEP_MODULUS, Format, Segment, file_stat, reason, truncated, unwrap_steps, with_stored_steps
+from .base import STEP_MODULUS, Format, FrameWalk, Segment, reason, truncated, unwrap_steps, with_stored_steps
 
 MAGIC = 1995
 #: Header bytes of a frame with compressed coordinates (more than 9 atoms).
@@ -46,68 +46,84 @@ def _byte_limit(n_atoms):
     return 3 * 4 * n_atoms + 1024
 
 
-def walk(path, fd, size, on_truncated):
-    """Offsets, header bytes and atom count of every XTC frame, checked one by one.
+class Walk(FrameWalk):
+    """The walk through an XTC file's frames, one header at a time, each checked
+    (:class:`~h5mdtool.formats.base.FrameWalk`); ``records`` holds the first 60 bytes of each frame."""
 
-    Returns
-    -------
-    offsets : list of int
-        Start of each complete frame, then the end of the last one.
-    headers : list of bytes
-        The first 60 bytes of each frame.
-    n_atoms : int
-    dropped : dict or None
-    """
-    offsets, headers = [], []
-    position, n_atoms, dropped = 0, None, None
-    while position < size:
-        frame = len(headers)
-        head = os.pread(fd, HEADER, position)
+    kind = "XTC"
+    #: Bytes read to find a frame's length and check its header.
+    head_bytes = HEADER
+    #: Bytes of frame 0 that hold its atom count.
+    count_bytes = 8
+
+    def run(self, stop=None):
+        path, size, n_atoms = self.path, self.size, self.n_atoms
+        position, frame = self.position, self.frame
+        offsets, headers = self.offsets, self.records
+        try:
+            while position < size and (stop is None or position < stop):
+                head = os.pread(self.fd, HEADER, position)
+                if len(head) < 8:
+                    if frame == 0:
+                        raise InputError(f"{path}: not an XTC file ({size} bytes, shorter than a frame header)")
+                    self.dropped = truncated(path, frame, position, len(head), None, self.on_truncated)
+                    return False
+                magic, natoms = _HEAD.unpack_from(head)
+                if magic != MAGIC:
+                    if frame == 0:
+                        raise InputError(f"{path}: not an XTC file (magic number {magic}, expected {MAGIC})")
+                    raise InputError(
+                        f"{path}: frame {frame} at byte {position} does not start with an XTC header "
+                        f"(magic number {magic}): the file is corrupt"
+                    )
+                if n_atoms is None:
+                    if natoms < 1:
+                        raise InputError(f"{path}: the first frame declares {natoms} atoms")
+                    n_atoms = self.n_atoms = natoms
+                elif natoms != n_atoms:
+                    raise InputError(
+                        f"{path}: frame {frame} at byte {position} declares {natoms} atoms but frame 0 "
+                        f"has {n_atoms}: h5mdtool needs the same atoms in every frame"
+                    )
+                if natoms <= SMALL:
+                    length = SHORT_HEADER + 12 * natoms
+                elif len(head) < HEADER:
+                    self.dropped = truncated(path, frame, position, len(head), None, self.on_truncated)
+                    return False
+                else:
+                    count = _COUNT.unpack_from(head, HEADER - 4)[0]
+                    if not 0 <= count <= _byte_limit(natoms):
+                        raise InputError(
+                            f"{path}: frame {frame} at byte {position} declares {count} bytes of "
+                            f"coordinates for {natoms} atoms: the file is corrupt"
+                        )
+                    length = HEADER + ((count + 3) & ~3)
+                if position + length > size:
+                    self.dropped = truncated(path, frame, position, size - position, length, self.on_truncated)
+                    return False
+                offsets.append(position)
+                headers.append(head[:60])
+                position += length
+                frame += 1
+        finally:
+            self.position, self.frame = position, frame
+        return True
+
+    def rows(self):
+        """The headers walked as a compact ``(n, 60)`` uint8 array."""
+        return np.frombuffer(b"".join(h.ljust(60, b"\0") for h in self.records), np.uint8).reshape(-1, 60)
+
+    @staticmethod
+    def candidates(words, n_atoms):
+        hits = np.flatnonzero(words[:-1] == MAGIC)
+        return hits[words[hits + 1] == n_atoms]
+
+    @staticmethod
+    def first_atom_count(head):
         if len(head) < 8:
-            if frame == 0:
-                raise InputError(f"{path}: not an XTC file ({size} bytes, shorter than a frame header)")
-            dropped = truncated(path, frame, position, len(head), None, on_truncated)
-            break
+            return None
         magic, natoms = _HEAD.unpack_from(head)
-        if magic != MAGIC:
-            if frame == 0:
-                raise InputError(f"{path}: not an XTC file (magic number {magic}, expected {MAGIC})")
-            raise InputError(
-                f"{path}: frame {frame} at byte {position} does not start with an XTC header "
-                f"(magic number {magic}): the file is corrupt"
-            )
-        if n_atoms is None:
-            if natoms < 1:
-                raise InputError(f"{path}: the first frame declares {natoms} atoms")
-            n_atoms = natoms
-        elif natoms != n_atoms:
-            raise InputError(
-                f"{path}: frame {frame} at byte {position} declares {natoms} atoms but frame 0 "
-                f"has {n_atoms}: h5mdtool needs the same atoms in every frame"
-            )
-        if natoms <= SMALL:
-            length = SHORT_HEADER + 12 * natoms
-        elif len(head) < HEADER:
-            dropped = truncated(path, frame, position, len(head), None, on_truncated)
-            break
-        else:
-            count = _COUNT.unpack_from(head, HEADER - 4)[0]
-            if not 0 <= count <= _byte_limit(natoms):
-                raise InputError(
-                    f"{path}: frame {frame} at byte {position} declares {count} bytes of "
-                    f"coordinates for {natoms} atoms: the file is corrupt"
-                )
-            length = HEADER + ((count + 3) & ~3)
-        if position + length > size:
-            dropped = truncated(path, frame, position, size - position, length, on_truncated)
-            break
-        offsets.append(position)
-        headers.append(head[:60])
-        position += length
-    if not headers:
-        raise InputError(f"{path}: holds no complete XTC frame")
-    offsets.append(position)
-    return offsets, headers, n_atoms, dropped
+        return natoms if magic == MAGIC and natoms >= 1 else None
 
 
 class FrameReader:
@@ -274,15 +290,27 @@ class XTCFormat(Format):
     decoders = ("h5mdtool.formats._xtcframe",)
     step_modulus = STEP_MODULUS
 
+    #: The frame walker the scans share (:class:`Walk`).
+    walker = Walk
+
     @classmethod
     def scan(cls, path, on_truncated="error"):
-        stat = file_stat(path)
-        try:
-            with open(path, "rb", buffering=0) as handle:
-                offsets, headers, n_atoms, dropped = walk(path, handle.fileno(), stat.st_size, on_truncated)
-        except OSError as error:
-            raise InputError(f"{path}: cannot be read ({reason(error)})") from None
-        table = np.frombuffer(b"".join(h.ljust(60, b"\0") for h in headers), dtype=_FIELDS)
+        stat, walker = Walk.whole_file(path, on_truncated)
+        return cls.segment(path, stat, walker.walked_offsets(), walker.rows(), walker.dropped)
+
+    @classmethod
+    def segment(cls, path, stat, offsets, rows, dropped):
+        """The :class:`Segment` of a walked file: frame starts and the end of the last frame
+        (*offsets*), the headers (*rows*, from :meth:`Walk.rows`), checked together.
+
+        Raises
+        ------
+        InputError
+            The first frame whose header repeats another atom count or declares a precision
+            that is not a positive number.
+        """
+        table = np.ascontiguousarray(rows).view(_FIELDS).reshape(-1)
+        n_atoms = int(table["natoms"][0])
         frames = np.arange(len(table))
         bad = frames[table["natoms2"] != n_atoms]
         if len(bad):
@@ -297,7 +325,7 @@ class XTCFormat(Format):
                 raise InputError(f"{path}: frame {bad[0]} declares precision {precision[bad[0]]}: corrupt")
         step = unwrap_steps(table["step"])
         return Segment(
-            path=path, format=cls.name, n_atoms=int(n_atoms), n_frames=len(table),
+            path=path, format=cls.name, n_atoms=n_atoms, n_frames=len(table),
             size=stat.st_size, mtime=stat.st_mtime,
             step=step, time=time,
             fields={"positions": np.ones(len(table), bool), "box": box.reshape(len(box), -1).any(axis=1)},

@@ -21,8 +21,6 @@ import threading
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
-
 from .errors import H5mdToolError, RemoteRankError, StackError, mark_collective
 from .interrupts import on_stop, settle
 
@@ -127,10 +125,11 @@ def balanced_slices(n_items, n_parts):
     if n_parts < 1:
         raise ValueError(f"n_parts must be at least 1, got {n_parts}")
     base, extra = divmod(int(n_items), int(n_parts))
-    sizes = np.full(n_parts, base, dtype=np.int64)
-    sizes[:extra] += 1
-    stops = np.cumsum(sizes)
-    return [(int(stop - size), int(stop)) for size, stop in zip(sizes, stops)]
+    slices, stop = [], 0
+    for part in range(int(n_parts)):
+        start, stop = stop, stop + base + (part < extra)
+        slices.append((start, stop))
+    return slices
 
 
 def chunk_aligned_slices(n_items, chunk, n_parts):
@@ -166,6 +165,21 @@ def root_call(comm, function, *args, **kwargs):
     if kind == "error":
         raise mark_collective(value)
     return value
+
+
+@contextlib.contextmanager
+def same_on_every_rank(comm):
+    """Flag an :class:`H5mdToolError` raised in the block as collective.
+
+    For code that every rank runs on the same shared data (broadcast or gathered), so that
+    every rank raises the same error at the same point and the job can end without an abort.
+    """
+    try:
+        yield
+    except H5mdToolError as error:
+        if is_parallel(comm):
+            mark_collective(error)
+        raise
 
 
 def agree(comm, error=None):
@@ -538,6 +552,8 @@ class RowWriter:
         element by element (writing 9800 AdK frames as int32 took 0.3 s more CPU so). The
         number of calls depends on the dataset only, so ranks stay in step.
         """
+        import numpy as np
+
         rows = np.asarray(rows, dtype=dataset.dtype)
         chunks = dataset.chunks
         if rows.ndim < 2 or chunks is None or chunks[-1] >= rows.shape[-1]:
@@ -550,6 +566,7 @@ class RowWriter:
     def _write(self, dataset, start, column, rows):
         """Write the contiguous *rows* at row *start* and last-axis *column* (a collective call)."""
         import h5py
+        import numpy as np
 
         file_space = dataset.id.get_space()
         count = rows.shape[0]

@@ -1,7 +1,8 @@
 """``h5mdtool split``: one trajectory into N balanced part files plus a manifest.
 
-Rank 0 checks the output directory and the options, scans the inputs (frame counts,
-XTC/TRR byte offsets, DCD headers) and broadcasts the plan. Parts are balanced contiguous
+Rank 0 checks the output directory and the options; the ranks scan the inputs together
+(frame counts; XTC/TRR byte offsets found by all ranks, :func:`h5mdtool.formats.scan`); rank
+0 plans the parts (DCD headers too) and broadcasts the plan. Parts are balanced contiguous
 frame ranges; each rank writes a balanced contiguous run of parts (a rank may write several
 parts or none, and still takes part in every collective call). With ``--format same``
 frames are never decoded: XTC and TRR parts are the source's bytes for their frames, DCD
@@ -212,9 +213,14 @@ def _check_parts_hold_positions(index, frames, parts, names):
                 f"or --format same")
 
 
-def _plan(comm, inputs, outdir, nparts, *, part_format, on_overlap, on_truncated, input_format, force, options,
-          selection, command):
-    """Rank 0: check the options, the output directory and the inputs; choose the frames and the parts."""
+def _check_request(inputs, outdir, nparts, *, part_format, input_format, force, options, selection):
+    """Rank 0, before the inputs are scanned: the options and the output directory.
+
+    Returns
+    -------
+    (Layout or None, bool)
+        The parts' layout (None for ``format="same"``), and whether the output existed.
+    """
     check_one_selection(**selection)
     layout = _checked_layout(part_format, nparts, options)
     output_existed = check_output_directory(outdir, inputs, force)
@@ -225,7 +231,19 @@ def _plan(comm, inputs, outdir, nparts, *, part_format, on_overlap, on_truncated
         if not formats <= {"XTC", "TRR", "DCD"}:
             raise UsageError(f"--format same copies XTC, TRR or DCD frames; for {', '.join(sorted(formats))} "
                              "input use --format h5md")
-    index = scan(inputs, on_overlap=on_overlap, on_truncated=on_truncated, format=input_format)
+    return layout, output_existed
+
+
+def _plan_to_share(*args, **kwargs):
+    """Rank 0: :func:`_plan` without its index, which every rank holds already (the scan is collective)."""
+    plan = _plan(*args, **kwargs)
+    plan.index = None
+    return plan
+
+
+def _plan(comm, inputs, outdir, nparts, index, layout, output_existed, *, part_format, on_overlap, on_truncated,
+          force, options, selection, command):
+    """Rank 0: choose the frames of the scanned *index* and the parts."""
     frames = select_trajectory_frames(index, **selection)
     if nparts > len(frames):
         chosen = "" if len(frames) == index.n_frames else f"{len(frames)} selected of the "
@@ -622,11 +640,15 @@ def split(inputs, outdir, nparts, *, comm=None, format="same", start=None, stop=
                    velocities=velocities, forces=forces, topology=topology, select=select, index_file=index_file,
                    atom_indices_file=atom_indices_file)
     selection = dict(start=start, stop=stop, step=step, begin=begin, end=end, dt=dt)
+    layout, output_existed = root_call(comm, _check_request, inputs, outdir, nparts, part_format=format,
+                                       input_format=input_format, force=force, options=options, selection=selection)
+    index = scan(inputs, on_overlap=on_overlap, on_truncated=on_truncated, format=input_format, comm=comm)
     plan = root_call(
-        comm, _plan, comm, inputs, outdir, nparts, part_format=format, on_overlap=on_overlap,
-        on_truncated=on_truncated, input_format=input_format, force=force, options=options, selection=selection,
+        comm, _plan_to_share, comm, inputs, outdir, nparts, index, layout, output_existed, part_format=format,
+        on_overlap=on_overlap, on_truncated=on_truncated, force=force, options=options, selection=selection,
         command=command,
     )
+    plan.index = index
     mine = balanced_slices(len(plan.parts), comm.size)[comm.rank]
     results = {}
     with cleanup_on_abort(functools.partial(_discard, plan)):

@@ -39,3 +39,29 @@ def test_usage_error_printed_once_under_mpirun():
     assert done.returncode == 2
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "--no-such-option" in errors[0], done.stderr
+
+
+def test_the_command_table_holds_each_commands_own_line():
+    """``h5mdtool --help`` lists the commands from a table, without importing them: each
+    entry must be its command's module and the first paragraph of that command's help."""
+    import importlib
+
+    from h5mdtool.cli.main import COMMANDS
+
+    for name, (module, text) in COMMANDS.items():
+        command = importlib.import_module(f"h5mdtool.cli.{module}").command
+        assert command.name == name
+        assert command.help.split("\n\n")[0].strip() == text
+
+
+def test_help_and_version_import_neither_numpy_nor_the_reading_stack():
+    import subprocess
+    import sys
+
+    for option in ("--help", "--version"):
+        code = ("import sys; from h5mdtool.cli.main import main\n"
+                "try:\n    main([%r])\nexcept SystemExit:\n    pass\n"
+                "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'h5py', 'mpi4py', 'MDAnalysis')"
+                " or m.startswith('h5mdtool.formats')))" % option)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout

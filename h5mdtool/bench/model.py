@@ -1,0 +1,140 @@
+"""A scaling model of ``bench rmsd`` from its per-phase times at 1 rank and at one more count.
+
+A run of N ranks is modelled as
+
+    t(N) = s + q / N + c + (p / N) (1 + k log2 N) + a log2 N     (collective costs growing with log N)
+    t(N) = s + q / N + c + (p / N) (1 + k log2 N) + b (N - 1)    (collective costs growing with N)
+
+with, from the fastest 1-rank run (its one rank record):
+
+- ``s``, the serial part: the setup that does not shrink with more ranks (``t_init_top`` +
+  ``t_init_traj``: topology, selections, reference, opening and inspecting the input);
+- ``c``, the 1-rank run's ``t_comm``;
+- ``p``, the parallel part: ``t_io`` + ``t_compute``, the work the ranks divide;
+
+and from the fastest run at the second-smallest rank count M (2 in the usual 1-2 pair):
+
+- ``k``, the contention of the parallel part: its busiest rank's ``t_io + t_compute`` is
+  ``(p / M) (1 + k log2 M)`` (ranks contending for the disk, the page cache or memory
+  bandwidth, or frames shared unevenly; ``e = 1 / (1 + k log2 M)`` is the parallel part's
+  efficiency at M);
+- the change of what every rank pays before and after its work, ``max over ranks of
+  (t_init_top + t_init_traj + t_comm)`` at M less ``s + c``. A growth is charged per
+  doubling of the ranks, ``a`` (tree-shaped collectives: broadcasts, gathers, a collective
+  open), or per added rank, ``b`` (what rank 0 does once per rank, what a file system
+  serialises). A decrease means part of the setup is divided among the ranks (each opens
+  only its own parts of a split trajectory): that part, ``q``, is taken out of ``s``
+  (``a = b = 0``).
+
+The rank-wait time (``t_wait``: imbalance, stragglers) is not modelled, so the prediction
+at M differs from the measurement by that wait only, and at 1 rank it is the measurement.
+The two forms bound what measurements at 1 and 2 ranks can tell about many ranks;
+docs/performance.md sets them beside measurements on 16 cores.
+"""
+
+import math
+
+from ..parallel.errors import UsageError
+
+#: Phases of a rank's setup and of its collective calls (the model's s, c, a and b).
+SETUP = ("t_init_top", "t_init_traj")
+
+
+def _fastest(runs):
+    return min(runs, key=lambda run: run["t_total"])
+
+
+def fit(runs_by_ranks):
+    """The model's parameters from the runs of several rank counts.
+
+    Parameters
+    ----------
+    runs_by_ranks : dict
+        Rank count -> list of runs (each with ``t_total`` and per-rank ``ranks`` records).
+
+    Returns
+    -------
+    dict
+        ``s``, ``q``, ``c``, ``p``, ``a``, ``b`` (seconds), ``k`` and ``e`` (the parallel part's
+        contention, and its efficiency at the second rank count), ``from_ranks``
+        (the two rank counts used) and ``measured`` (rank count -> fastest t_total).
+
+    Raises
+    ------
+    UsageError
+        Without a 1-rank run and a run at another rank count.
+    """
+    counts = sorted(runs_by_ranks)
+    if 1 not in runs_by_ranks or len(counts) < 2:
+        raise UsageError("--model needs a 1-rank report and one at another rank count (2 ranks, best)")
+    one = _fastest(runs_by_ranks[1])["ranks"][0]
+    second = counts[1]
+    run = _fastest(runs_by_ranks[second])
+    s = sum(one[phase] for phase in SETUP)
+    c = one["t_comm"]
+    p = one["t_io"] + one["t_compute"]
+    busiest = max(r["t_io"] + r["t_compute"] for r in run["ranks"])
+    k = (second * busiest / p - 1) / math.log2(second) if p > 0 else 0.0
+    change = max(sum(r[phase] for phase in SETUP) + r["t_comm"] for r in run["ranks"]) - (s + c)
+    growth = max(change, 0.0)
+    q = max(-change, 0.0) * second / (second - 1)
+    return {"s": s - q, "q": q, "c": c, "p": p, "k": k, "e": 1 / (1 + k * math.log2(second)),
+            "a": growth / math.log2(second), "b": growth / (second - 1), "from_ranks": [1, second],
+            "measured": {n: _fastest(runs)["t_total"] for n, runs in sorted(runs_by_ranks.items())}}
+
+
+def predict(parameters, n_ranks):
+    """Predicted t(N), S(N) and E(N) of *n_ranks* ranks in both forms of the model.
+
+    Returns
+    -------
+    dict
+        ``n_ranks``; ``log`` and ``linear``: each ``t_total``, ``speedup`` and
+        ``efficiency`` (against the 1-rank run's measured time); ``measured``: the fastest
+        measured t_total at that count, or None.
+    """
+    if n_ranks < 1:
+        raise UsageError(f"--model takes a rank count of at least 1, got {n_ranks}")
+    m = parameters
+    base = m["s"] + m["q"] / n_ranks + m["c"] + m["p"] / n_ranks * (1 + m["k"] * math.log2(n_ranks))
+    t1 = m["measured"][1]
+    result = {"n_ranks": n_ranks, "measured": m["measured"].get(n_ranks)}
+    for form, growth in (("log", m["a"] * math.log2(n_ranks)), ("linear", m["b"] * (n_ranks - 1))):
+        t = base + growth
+        result[form] = {"t_total": t, "speedup": t1 / t, "efficiency": t1 / t / n_ranks}
+    return result
+
+
+def model(runs_by_ranks, n_ranks):
+    """:func:`fit` the runs and :func:`predict` *n_ranks* ranks (and every measured count).
+
+    Returns
+    -------
+    dict
+        ``parameters`` (:func:`fit`), ``prediction`` (:func:`predict` of *n_ranks*) and
+        ``checks``: the prediction at each measured rank count beside the measurement.
+    """
+    parameters = fit(runs_by_ranks)
+    checks = [predict(parameters, n) for n in sorted(runs_by_ranks)]
+    return {"parameters": parameters, "prediction": predict(parameters, n_ranks), "checks": checks}
+
+
+def describe(result):
+    """Lines for people: the parameters, then measured and predicted times."""
+    m = result["parameters"]
+    lines = [
+        f"model from the {m['from_ranks'][0]}- and {m['from_ranks'][1]}-rank runs: "
+        f"t(N) = s + q/N + c + (p/N)(1 + k log2 N) + a log2 N  (or + b (N - 1))",
+        f"  s = {m['s']:.3f} s serial setup, q = {m['q']:.3f} s divided setup, c = {m['c']:.3f} s, "
+        f"p = {m['p']:.3f} s parallel work, "
+        f"k = {m['k']:.2f} (its efficiency at {m['from_ranks'][1]} ranks {m['e']:.2f}), "
+        f"a = {m['a']:.3f} s per doubling (b = {m['b']:.3f} s per added rank)",
+        f"{'ranks':>7} {'measured':>9} {'t, log N':>9} {'E, log N':>9} {'t, N':>9} {'E, N':>7}",
+    ]
+    rows = {row["n_ranks"]: row for row in result["checks"]}
+    rows[result["prediction"]["n_ranks"]] = result["prediction"]
+    for n, row in sorted(rows.items()):
+        measured = "-" if row["measured"] is None else f"{row['measured']:.3f}"
+        lines.append(f"{n:>7} {measured:>9} {row['log']['t_total']:>9.3f} {row['log']['efficiency']:>9.2f} "
+                     f"{row['linear']['t_total']:>9.3f} {row['linear']['efficiency']:>7.2f}")
+    return lines

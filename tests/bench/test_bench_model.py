@@ -1,0 +1,106 @@
+"""bench report --model: the scaling model fitted on a synthetic report set made by known
+per-phase costs recovers those costs and predicts the times they give at other rank counts."""
+
+import copy
+import json
+import math
+
+import pytest
+from click.testing import CliRunner
+
+from h5mdtool import bench_report, bench_rmsd
+from h5mdtool.bench.runner import summarise
+from h5mdtool.bench.timing import PHASES
+from h5mdtool.cli.main import cli
+from h5mdtool.parallel.errors import UsageError
+
+#: The costs the synthetic runs are made of (seconds; k a factor).
+TRUE = {"top": 0.4, "traj": 0.1, "divided": 0.0, "io": 6.0, "compute": 2.0, "k": 0.25, "a": 0.05, "comm": 0.01}
+
+
+def exact_time(n, costs=TRUE, growth="log"):
+    """t(N) of a run made by :func:`ranks_at`."""
+    spread = costs["a"] * (math.log2(n) if growth == "log" else n - 1)
+    return (costs["top"] + costs["traj"] + costs["divided"] / n + costs["comm"] + spread
+            + (costs["io"] + costs["compute"]) / n * (1 + costs["k"] * math.log2(n)))
+
+
+def ranks_at(n, costs=TRUE, growth="log"):
+    """Rank records of an n-rank run: every rank alike, no wait."""
+    spread = costs["a"] * (math.log2(n) if growth == "log" else n - 1)
+    contention = 1 + costs["k"] * math.log2(n)
+    records = []
+    for rank in range(n):
+        record = {"rank": rank, "host": "node", "n_frames": 1000 // n, "t_init_top": costs["top"],
+                  "t_init_traj": costs["traj"] + costs["divided"] / n + spread,
+                  "t_io": costs["io"] / n * contention, "t_compute": costs["compute"] / n * contention,
+                  "t_wait": 0.0, "t_comm": costs["comm"], "bytes_read": 1, "files_opened": 1, "opened": ["md.h5md"]}
+        record["t_total"] = sum(record[p] for p in PHASES)
+        record["mb_per_s"] = 1.0
+        records.append(record)
+    return records
+
+
+@pytest.fixture(scope="module")
+def template(adk):
+    return bench_rmsd(adk[1], adk[0])["report"]
+
+
+def synthetic(template, n, **kwargs):
+    report = copy.deepcopy(template)
+    run = {"repeat": 0, **summarise(ranks_at(n, **kwargs), "H5MD")}
+    report.update(n_ranks=n, runs=[run], best_repeat=0, t_total=run["t_total"], ranks=run["ranks"],
+                  stragglers=run["stragglers"])
+    return report
+
+
+def test_the_fit_recovers_the_costs_and_predicts_other_counts(template):
+    reports = [synthetic(template, n) for n in (1, 2, 4, 16)]
+    model = bench_report(reports, model_ranks=384)["model"]
+    fitted = model["parameters"]
+    assert fitted["s"] == pytest.approx(TRUE["top"] + TRUE["traj"])
+    assert fitted["p"] == pytest.approx(TRUE["io"] + TRUE["compute"])
+    assert fitted["k"] == pytest.approx(TRUE["k"])
+    assert fitted["a"] == pytest.approx(TRUE["a"]) and fitted["b"] == pytest.approx(TRUE["a"])
+    assert fitted["q"] == 0.0 and fitted["from_ranks"] == [1, 2]
+    for check in model["checks"]:  # the runs at 4 and 16 ranks were not used by the fit
+        assert check["log"]["t_total"] == pytest.approx(check["measured"])
+    prediction = model["prediction"]
+    assert prediction["n_ranks"] == 384 and prediction["measured"] is None
+    assert prediction["log"]["t_total"] == pytest.approx(exact_time(384))
+    assert prediction["log"]["efficiency"] == pytest.approx(exact_time(1) / exact_time(384) / 384)
+    assert prediction["linear"]["t_total"] == pytest.approx(exact_time(384, growth="linear"))
+
+
+def test_linear_growth_and_a_divided_setup(template):
+    costs = dict(TRUE, a=0.02)
+    linear = [synthetic(template, n, costs=costs, growth="linear") for n in (1, 2, 8)]
+    model = bench_report(linear, model_ranks=8)["model"]
+    assert model["prediction"]["linear"]["t_total"] == pytest.approx(exact_time(8, costs, "linear"))
+    divided = dict(TRUE, a=0.0, divided=0.3)  # each rank opens its own parts: setup shrinks
+    model = bench_report([synthetic(template, n, costs=divided) for n in (1, 2)], model_ranks=16)["model"]
+    assert model["parameters"]["q"] == pytest.approx(0.3) and model["parameters"]["a"] == 0.0
+    assert model["prediction"]["log"]["t_total"] == pytest.approx(exact_time(16, divided))
+
+
+def test_model_needs_one_rank_and_another_count(template):
+    with pytest.raises(UsageError, match="1-rank report and one at another"):
+        bench_report([synthetic(template, n) for n in (2, 4)], model_ranks=16)
+    with pytest.raises(UsageError, match="1-rank report and one at another"):
+        bench_report([synthetic(template, 1)], model_ranks=16)
+
+
+def test_cli_prints_the_prediction(tmp_path, template):
+    paths = []
+    for n in (1, 2, 4):
+        path = tmp_path / f"r{n}.json"
+        path.write_text(json.dumps(synthetic(template, n)))
+        paths.append(str(path))
+    done = CliRunner().invoke(cli, ["bench", "report", *paths, "--model", "16"])
+    assert done.exit_code == 0, done.output
+    lines = done.output.splitlines()
+    assert any(line.startswith("model from the 1- and 2-rank runs") for line in lines)
+    row = next(line.split() for line in lines if line.split()[:1] == ["16"])
+    assert float(row[2]) == pytest.approx(exact_time(16), abs=1e-3)  # measured "-", then t for log N
+    done = CliRunner().invoke(cli, ["bench", "report", *paths, "--model", "0"])
+    assert done.exit_code == 2
