@@ -26,6 +26,7 @@ from .bench_engines import BlocksEngine, FramesEngine
 from .bench_input import inspect_input, open_source
 from .bench_setup import AnalysisOptions, plan_analysis
 from .errors import UsageError, mark_collective
+from .frames import checked_part_scans
 from .mpi import abort_unless_collective, agree, capture_errors, entry_point, root_call
 from .partition import partition_frames
 from .references import cite
@@ -140,7 +141,14 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
     first, last = partition.bounds[comm.rank]
     local = plan.frames[first:last]
     block = max(1, min(block_frames, len(local)))  # never a buffer larger than the rank's frames
-    source = open_source(info, plan.read_indices, block, comm, engine, topology)
+    scans = {}
+    if info.kind == "split":  # swapped or copied parts are refused before any frame is read
+        with capture_errors() as failure:
+            scans = checked_part_scans(info.manifest, local, info.h5md_group)
+        clock.charge("t_init_traj")
+        agree(comm, failure[0])
+        clock.charge("t_wait")
+    source = open_source(info, plan.read_indices, block, comm, engine, topology, scans)
     results = np.empty((len(local), 3 + len(plan.group_columns)), np.float64)
     results[:, 0] = local
     try:

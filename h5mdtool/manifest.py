@@ -68,6 +68,15 @@ class ManifestError(InputError):
         super().__init__(f"{path}: {where}{problem.message} ({problem.rule})")
         self.rule = problem.rule
 
+    def __reduce__(self):  # picklable, so rank 0 can broadcast it
+        return _rebuild_error, (type(self), self.args), self.__dict__
+
+
+def _rebuild_error(cls, args):
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    return error
+
 
 @dataclass
 class Part:
@@ -367,6 +376,57 @@ def scan_part(path, near_step=None):
     times = segment.time if segment.time is not None else np.full(len(steps), np.nan)
     return PartFacts(segment.n_frames, segment.n_atoms, int(steps[0]), int(steps[-1]), float(times[0]),
                      float(times[-1]), digest, segment.format, segment.time is not None)
+
+
+def segment_clock(segment):
+    """``(first_step, last_step, first_time, last_time)`` of a scanned part and whether it records time."""
+    steps, times = segment.step, segment.time
+    if times is None:
+        return (int(steps[0]), int(steps[-1]), None, None), False
+    return (int(steps[0]), int(steps[-1]), float(times[0]), float(times[-1])), True
+
+
+def clock_problem(manifest, part, actual, has_time=True, others=None):
+    """The problem of a part whose first or last step or time is not the one recorded, or None.
+
+    A check from each part's own scan, for readers that must refuse swapped or copied parts
+    before reading them (``bench rmsd``); ``validate`` checks more (:func:`part_problems`).
+
+    Parameters
+    ----------
+    manifest : Manifest
+    part : Part
+    actual : tuple
+        The part's ``(first_step, last_step, first_time, last_time)`` (:func:`segment_clock`).
+    has_time : bool
+        False when the part records no time (times are then not compared).
+    others : dict, optional
+        Part path -> ``(actual, has_time)`` of other parts scanned by the caller: tells a
+        swap (the other part holds this one's frames) from a copy.
+
+    Returns
+    -------
+    Problem or None
+        ``MAN009`` when the part holds the frames recorded for another part (swapped, or a
+        copy of it: ``MAN008``, when the other part is known to hold its own), ``MAN015``
+        when they are nobody's; None when they match or the manifest records none (version 1).
+    """
+    recorded = part.recorded()
+    if all(value is None for value in recorded) or _matches(recorded, actual, has_time):
+        return None
+    others = others or {}
+    owner = next((other for other in manifest.parts if other is not part
+                  and not all(value is None for value in other.recorded())
+                  and _matches(other.recorded(), actual, has_time)), None)
+    if owner is None:
+        return Problem("MAN015", part.relative_path, f"holds {_describe(actual)}, the manifest records {_describe(recorded)}")
+    theirs = others.get(owner.path)
+    if theirs is not None and _matches(owner.recorded(), *theirs):
+        return Problem("MAN008", part.relative_path, f"holds the frames recorded for {owner.relative_path} "
+                                                     f"({_describe(actual)}): a copy of that part")
+    how = "swapped" if theirs is not None and _matches(recorded, *theirs) else "swapped with or copied from it"
+    return Problem("MAN009", part.relative_path, f"holds the frames recorded for {owner.relative_path} "
+                                                 f"({_describe(actual)}), not its own ({_describe(recorded)}): {how}")
 
 
 def _same_time(a, b):
