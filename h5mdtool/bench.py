@@ -22,6 +22,7 @@ import socket
 
 import numpy as np
 
+from .bench_digest import data_digest, results_digest
 from .bench_engines import BlocksEngine, FramesEngine
 from .bench_input import inspect_input, open_source
 from .bench_setup import AnalysisOptions, plan_analysis
@@ -37,8 +38,8 @@ from .timing import PhaseClock, find_stragglers
 #: and 27, the plain RMSD task about 0.3).
 COMPUTE_BOUND_RATIO = 10.0
 
-#: Version of the report's layout; ``bench report`` reads this one.
-REPORT_VERSION = 2
+#: Version of the report's layout (3: ``data`` and ``results`` digests); ``bench report`` reads 2 and 3.
+REPORT_VERSION = 3
 
 ENGINES = {"blocks": BlocksEngine, "frames": FramesEngine}
 
@@ -300,6 +301,7 @@ def bench_rmsd(inputs, topology, *, comm=None, select="name CA", calc_select=(),
         return None
     best = min(runs, key=lambda run: run["t_total"])
     description = plan.description
+    data = data_digest(info, plan)  # after the timed runs: the sample read is not timed
     report = {
         "benchmark": "rmsd", "report_version": REPORT_VERSION, "engine": engine, "n_ranks": comm.size,
         "n_frames": info.n_frames, "n_analysed": len(plan.frames), "compute_load": compute_load,
@@ -311,6 +313,7 @@ def bench_rmsd(inputs, topology, *, comm=None, select="name CA", calc_select=(),
         "select": select, "n_selected": description["atoms"]["fit"]["n"], "labels": plan.labels,
         "ref_frame": description["reference"].get("frame"), "analysis": description,
         "partition": partition.describe(), "provenance": _provenance(records),
+        "data": data, "results": results_digest(rmsd),
         "best_repeat": best["repeat"],
         **{key: best[key] for key in ("t_total", "ranks", "stragglers", "ratio_compute_io", "ratio_compute_comm",
                                       "advice")},

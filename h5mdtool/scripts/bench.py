@@ -210,6 +210,12 @@ def rmsd_command(inputs, topology, select, calc_select, index, weights, referenc
                + (f"; written to {', '.join(written)}" if written else ""))
 
 
+def _runs_line(result):
+    count = result["runs_compared"]
+    return (f"per rank count the fastest run: best of the first {count} run{'s' if count > 1 else ''} of each report "
+            f"(the smallest --repeat among them; a first run includes start-up)")
+
+
 def _print_scaling(result):
     from ..timing import PHASES
 
@@ -223,6 +229,7 @@ def _print_scaling(result):
         click.echo(f"baseline: assumed (no 1-rank run): {baseline['n_ranks']} ranks taken as perfectly scaled, "
                    f"S(N) = {baseline['n_ranks']} t({baseline['n_ranks']}) / t(N); S and E marked *")
     mark = "" if baseline["measured"] else "*"
+    click.echo(_runs_line(result))
     click.echo("ranks   total(s)    S(N)    E(N)" + "".join(f" {p[2:]:>9}" for p in PHASES) + "  max work  stragglers")
     for row in result["rows"]:
         click.echo(f"{row['n_ranks']:>5} {row['t_total']:>10.3f} {row['speedup']:>6.2f}{mark:1} {row['efficiency']:>6.2f}{mark:1}"
@@ -235,6 +242,7 @@ def _print_layouts(result):
     click.echo(f"bench report --layouts: engine {context['engine']}, fit {context['select']!r} "
                f"({context['n_selected']} atoms), weights {context['weights']}, {context['n_frames']} frames, "
                f"compute load {context['compute_load']}; per input: t_total (s), mean t_io (s), S(N)")
+    click.echo(_runs_line(result))
     letters = {column["label"]: chr(ord("A") + number) for number, column in enumerate(result["inputs"])}
     for column in result["inputs"]:
         baseline = "measured 1-rank run" if column["baseline"]["measured"] else \
@@ -267,9 +275,13 @@ def report_command(runs, layouts_mode, plot_path, as_csv, as_json, force):
     Reports are compared on resolved values: input content (sizes, layout), topology, atoms
     picked, weights, reference, frames, engine, block size and compute load must agree
     (else the command refuses and says what differs); paths, modification times and
-    software versions may differ and are listed as warnings.
+    software versions may differ and are listed as warnings. The data must be the same: each
+    report records a digest of the analysed atoms in sampled frames (and of a split's part
+    checksums) and the RMSDs there; reports of one input must agree on them, inputs side by
+    side (--layouts) on the RMSDs within 0.1 A (what a lossy layout moves them).
 
-    Per rank count: the fastest run's t_total over repeats and reports (s), the speed-up
+    Per rank count: the fastest run's t_total (s) over reports and over the first R runs of
+    each, R the smallest --repeat among the reports (a first run includes start-up), the speed-up
     S(N) = t(1)/t(N) and efficiency E(N) = S(N)/N against the measured 1-rank run (without
     one, marked * and "assumed": the smallest rank count N0 counts as perfectly scaled,
     S(N) = N0 t(N0)/t(N)), the mean of each phase over ranks (s), the slowest rank's work
