@@ -267,7 +267,8 @@ def _repeat_warnings(reports, count):
 
 def _row(n_ranks, run):
     ranks = run["ranks"]
-    row = {"n_ranks": n_ranks, "t_total": run["t_total"], "max_work": max(work(r) for r in ranks)}
+    row = {"n_ranks": n_ranks, "t_total": run["t_total"], "max_work": max(work(r) for r in ranks),
+           "t_serial": run.get("t_serial")}
     for phase in PHASES:
         row[phase] = statistics.fmean(r[phase] for r in ranks)
     stragglers = run.get("stragglers") or {}
@@ -278,14 +279,26 @@ def _row(n_ranks, run):
 
 
 def _scale(rows):
-    """Add S(N) and E(N) to *rows*; return the baseline (measured: a 1-rank run)."""
+    """Add S(N), E(N) and the parallel part's efficiency to *rows*; return the baseline
+    (measured: a 1-rank run) with its serial fraction.
+
+    Amdahl's split of a run: its serial part ``t_serial`` (rank 0 alone, measured in every
+    run) and the rest, the parallel part. The parallel part's efficiency at N ranks is
+    ``(t(1) - t_serial(1)) / (N (t(N) - t_serial(N)))`` against the baseline; None where a
+    report records no serial part (report_version 2).
+    """
     base = rows[0]
     measured = base["n_ranks"] == 1
     for row in rows:
         row["speedup"] = base["t_total"] * base["n_ranks"] / row["t_total"]
         row["efficiency"] = row["speedup"] / row["n_ranks"]
         row["baseline_measured"] = measured
-    return {"n_ranks": base["n_ranks"], "t_total": base["t_total"], "measured": measured}
+        row["parallel_efficiency"] = None
+        if base["t_serial"] is not None and row["t_serial"] is not None and row["t_total"] > row["t_serial"]:
+            row["parallel_efficiency"] = ((base["t_total"] - base["t_serial"]) * base["n_ranks"]
+                                          / (row["n_ranks"] * (row["t_total"] - row["t_serial"])))
+    fraction = base["t_serial"] / base["t_total"] if base["t_serial"] is not None and base["t_total"] > 0 else None
+    return {"n_ranks": base["n_ranks"], "t_total": base["t_total"], "measured": measured, "serial_fraction": fraction}
 
 
 def _context(report):
