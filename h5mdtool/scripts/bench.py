@@ -297,8 +297,10 @@ def report_command(runs, layouts_mode, plot_path, as_csv, as_json, force):
     each, R the smallest --repeat among the reports (a first run includes start-up), the speed-up
     S(N) = t(1)/t(N) and efficiency E(N) = S(N)/N against the measured 1-rank run (without
     one, marked * and "assumed": the smallest rank count N0 counts as perfectly scaled,
-    S(N) = N0 t(N0)/t(N)), the mean of each phase over ranks (s), the slowest rank's work
-    and the stragglers.
+    S(N) = N0 t(N0)/t(N)), the serial part (rank 0 alone while the others wait) and the
+    efficiency of the rest, E_par(N) = (t(1) - serial(1)) / (N (t(N) - serial(N))), the mean
+    of each phase over ranks (s), the slowest rank's work (its own io + compute) and the
+    stragglers.
 
     \b
     Examples:
