@@ -37,7 +37,7 @@ from ..formats.base import ANGSTROM_PER_NM, LibraryName, reason
 from ..formats.trajectory import OpenFiles
 from ..parallel.errors import H5mdToolError, InputError
 from ..parallel.mpi import agree, capture_errors
-from ..subfiles.manifest import read_manifest
+from ..subfiles.manifest import ManifestError, clock_problem, read_manifest, segment_clock
 
 
 def position_frames(index):
@@ -102,8 +102,50 @@ class TrajectoryFrames:
         self.reader.close()
 
 
-def _part_source(part, n_atoms, atom_indices, block_frames, group=None):
-    source = TrajectoryFrames(TrajectoryIndex([scan_segment(part.path, group=group)]), atom_indices, block_frames)
+def checked_part_scans(manifest, frames, group=None):
+    """Scan the parts of *manifest* holding *frames*, refusing any that holds other frames
+    than the manifest records for it (swapped or copied parts).
+
+    Each part's first and last step and time come from the scan a reader of the part makes
+    anyway, so the check costs no read; each rank checks the parts it reads.
+
+    Parameters
+    ----------
+    manifest : Manifest
+    frames : array of int
+        Frame numbers of the whole trajectory (increasing).
+    group : str, optional
+        H5MD particle group of the parts.
+
+    Returns
+    -------
+    dict
+        Part path -> its scanned :class:`~h5mdtool.formats.base.Segment`.
+
+    Raises
+    ------
+    ManifestError
+        ``MAN009``, ``MAN008`` or ``MAN015`` (:func:`h5mdtool.subfiles.manifest.clock_problem`),
+        naming the part.
+    InputError
+        A part that cannot be read.
+    """
+    frames = np.asarray(frames, np.int64)
+    starts = np.array([part.start for part in manifest.parts], np.int64)
+    numbers = np.unique(np.searchsorted(starts, frames, side="right") - 1) if len(frames) else []
+    parts = [manifest.parts[int(number)] for number in numbers]
+    scans = {part.path: scan_segment(part.path, group=group, near_step=part.first_step) for part in parts}
+    clocks = {path: segment_clock(segment) for path, segment in scans.items()}
+    for part in parts:
+        problem = clock_problem(manifest, part, *clocks[part.path], others=clocks)
+        if problem is not None:
+            raise ManifestError(manifest.path, problem)
+    return scans
+
+
+def _part_source(part, n_atoms, atom_indices, block_frames, group=None, segment=None):
+    segment = segment if segment is not None else scan_segment(part.path, group=group)
+    source = TrajectoryFrames(TrajectoryIndex([segment]), atom_indices, block_frames)
     if source.n_frames != part.n_frames or source.n_atoms != n_atoms:
         source.close()
         raise InputError(
@@ -124,8 +166,9 @@ class ManifestFrames:
     chunk_frames = 1
     scale = ANGSTROM_PER_NM
 
-    def __init__(self, manifest, atom_indices, block_frames, group=None):
+    def __init__(self, manifest, atom_indices, block_frames, group=None, scans=None):
         self.manifest = manifest
+        self.scans = scans or {}  # part path -> Segment already scanned (checked_part_scans)
         self.n_frames, self.n_atoms = manifest.n_frames, manifest.n_atoms
         self.atom_indices, self.block_frames, self.group = atom_indices, block_frames, group
         self.sources = OpenFiles()
@@ -142,7 +185,8 @@ class ManifestFrames:
         source = self.sources.get(part.path)
         if source is None:
             self.sources.make_room()
-            source = _part_source(part, self.n_atoms, self.atom_indices, self.block_frames, self.group)
+            source = _part_source(part, self.n_atoms, self.atom_indices, self.block_frames, self.group,
+                                  self.scans.get(part.path))
             self.sources.add(part.path, source)
         return source
 

@@ -20,7 +20,8 @@ from ..parallel.errors import InputError, UsageError, mark_collective
 from ..parallel.mpi import SerialComm, is_parallel, root_call, same_on_every_rank
 from ..subfiles.manifest import MANIFEST_NAME, is_manifest
 from .frames import (
-    ManifestFrames, MDAnalysisFrames, Piece, TrajectoryFrames, checked_manifest, position_frames, position_times
+    ManifestFrames, MDAnalysisFrames, Piece, TrajectoryFrames, checked_manifest, checked_part_scans, position_frames,
+    position_times
 )
 
 
@@ -94,7 +95,7 @@ class InputInfo:
         if self.manifest is None:
             return self.index, int(position_frames(self.index)[frame])
         part = self.manifest.parts_for(frame, frame + 1)[0]
-        index = TrajectoryIndex([scan_segment(part.path, group=self.h5md_group)])
+        index = TrajectoryIndex([checked_part_scans(self.manifest, [frame], self.h5md_group)[part.path]])
         return index, int(position_frames(index)[frame - part.start])
 
     def bytes_read(self, frames, first_atom, last_atom, whole_frames=False):
@@ -307,7 +308,7 @@ def _h5md_input(path, index, layout, facts):
                      index=index, h5md=facts)
 
 
-def open_source(info, atom_indices, block_frames, comm, engine, topology):
+def open_source(info, atom_indices, block_frames, comm, engine, topology, scans=None):
     """Open the frames of *info* on this rank (every rank calls it; MPI-IO opens are collective).
 
     Parameters
@@ -321,15 +322,23 @@ def open_source(info, atom_indices, block_frames, comm, engine, topology):
     engine : {"blocks", "frames"}
     topology : str
         Topology file (frames engine: every Universe parses it).
+    scans : dict, optional
+        A split trajectory's parts this rank scanned already (:func:`~h5mdtool.bench.frames.checked_part_scans`).
     """
+    scans = scans or {}
     if engine == "frames":
         relative = os.path.dirname(info.manifest.path) if info.manifest is not None else None
         # times from the scan, as the blocks engine reports them (a split's parts are scanned apart)
         times = position_times(info.index) if info.kind != "split" else None
-        return MDAnalysisFrames(info.pieces(), topology, atom_indices, comm, info.n_atoms,
+        pieces = info.pieces()
+        for piece in pieces:
+            scanned = scans.get(piece.path)
+            if scanned is not None and scanned.offsets is not None:
+                piece.offsets = scanned.offsets
+        return MDAnalysisFrames(pieces, topology, atom_indices, comm, info.n_atoms,
                                 h5md_group=info.h5md_group, relative_to=relative, times=times)
     if info.kind == "split":
-        return ManifestFrames(info.manifest, atom_indices, block_frames, info.h5md_group)
+        return ManifestFrames(info.manifest, atom_indices, block_frames, info.h5md_group, scans)
     return TrajectoryFrames(info.index, atom_indices, block_frames, comm)
 
 
@@ -341,8 +350,8 @@ def frame_times(info):
     """
     if info.kind != "split":
         return position_times(info.index)
-    return np.concatenate([position_times(TrajectoryIndex([scan_segment(part.path, group=info.h5md_group)]))
-                           for part in info.manifest.parts])
+    scans = checked_part_scans(info.manifest, np.arange(info.n_frames), info.h5md_group)
+    return np.concatenate([position_times(TrajectoryIndex([scans[part.path]])) for part in info.manifest.parts])
 
 
 def atom_count_error(topology, n_topology_atoms, info):

@@ -15,7 +15,7 @@ from .timing import PHASES, WORK_PHASES, work  # noqa: F401 - PHASES is part of 
 COLOURS = {"t_init_top": "#8da0cb", "t_init_traj": "#66c2a5", "t_io": "#fc8d62", "t_compute": "#e78ac3",
            "t_wait": "#e0e0e0", "t_comm": "#737373"}
 LABELS = {"t_init_top": "init topology", "t_init_traj": "init trajectory", "t_io": "I/O", "t_compute": "compute",
-          "t_wait": "wait (barrier)", "t_comm": "communication"}
+          "t_wait": "wait (for other ranks)", "t_comm": "communication"}
 
 
 def image_format(path):
@@ -70,10 +70,10 @@ def _rank_ticks(axes, ranks):
 def plot_ranks(run, path, title, fmt=None):
     """Per-rank stacked bars of one run's phases (Khoshlessan et al. 2020, figure 2d).
 
-    Each rank's work (topology, trajectory opening, I/O, compute) is stacked in colour;
-    its waiting at the barrier and its communication sit on top in greys. Dashed lines mark
-    the straggler limits on work (1.5x the median, 2x the fastest); stragglers' bars are
-    outlined in red and named below the plot.
+    Each rank's own phases (topology, trajectory opening, I/O, compute) are stacked in
+    colour; its waiting for other ranks and its communication sit on top in greys. Dashed
+    lines mark the straggler limits on work (the rank's own I/O + compute: 1.5x the median,
+    2x the fastest); stragglers' work is outlined in red and named below the plot.
     """
     plt = _pyplot()
     ranks_records = run["ranks"]

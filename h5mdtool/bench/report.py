@@ -16,17 +16,36 @@ frame and atom counts, layout), topology, the atoms picked (digests of their ind
 weights, the reference (frame index or file), the frames analysed, the engine, the block size
 and the compute load. Differences that change the work refuse the combination; differences
 that do not (paths, modification times, software versions) are listed as warnings.
+
+The data must be the same too (:mod:`h5mdtool.bench.runner.digest`): reports of one input must
+record the same digest of sampled frames (and of a split's part checksums) and the same
+RMSDs at those frames (within :data:`RESULTS_TOLERANCE`); inputs compared side by side
+(``--layouts``) must give the same RMSDs there within :data:`LAYOUTS_TOLERANCE`, the
+differences lossy layouts make. Reports written before the digests (version 2) are
+compared without them, with a warning.
+
+Runs are compared like with like: the first run of each report includes start-up (imports)
+the later ones do not, so with reports of different ``--repeat`` every report contributes
+the best of its first R runs, R the smallest ``--repeat`` among them (``runs_compared``).
 """
 
 import json
 import os
 import statistics
 
+import numpy as np
+
 from ..parallel.errors import InputError, UsageError
 from .timing import PHASES, work
 
-#: The report layout this module reads (``bench rmsd`` writes it as ``report_version``).
-REPORT_VERSION = 2
+#: The report layouts this module reads (``bench rmsd`` writes the last as ``report_version``).
+REPORT_VERSIONS = (2, 3)
+
+#: RMSDs (Angstrom) of reports of one input must agree to this at the sampled frames.
+RESULTS_TOLERANCE = 1e-4
+#: ... and of inputs compared side by side (``--layouts``): a layout rounding positions to
+#: 0.01 nm (``--precision 0.01``) moves an RMSD by up to about 0.09 A.
+LAYOUTS_TOLERANCE = 0.1
 
 _RECORD_FIELDS = ("rank", "t_total", *PHASES)
 
@@ -45,9 +64,9 @@ def check_report(report, name):
     """
     if not isinstance(report, dict) or report.get("benchmark") != "rmsd":
         raise InputError(f"{name}: not a 'bench rmsd' report (no \"benchmark\": \"rmsd\")")
-    if report.get("report_version") != REPORT_VERSION:
+    if report.get("report_version") not in REPORT_VERSIONS:
         raise InputError(f"{name}: report_version {report.get('report_version')!r}, this h5mdtool reads "
-                         f"{REPORT_VERSION}: run 'h5mdtool bench rmsd --out' again")
+                         f"{' and '.join(map(str, REPORT_VERSIONS))}: run 'h5mdtool bench rmsd --out' again")
     for key in ("n_ranks", "engine", "compute_load", "block_frames", "n_frames", "input", "topology", "analysis",
                 "runs"):
         if key not in report:
@@ -60,6 +79,14 @@ def check_report(report, name):
             raise _missing(name, "analysis", key)
     if not isinstance(report["runs"], list) or not report["runs"]:
         raise InputError(f"{name}: 'runs' holds no run")
+    if report["report_version"] >= 3:
+        for key, fields in (("data", ("bytes", "part_checksums", "sample_frames", "sample_positions")),
+                            ("results", ("sample_frames", "sample"))):
+            if not isinstance(report.get(key), dict):
+                raise _missing(name, "the report", key)
+            for field in fields:
+                if field not in report[key]:
+                    raise _missing(name, key, field)
     for number, run in enumerate(report["runs"]):
         if "t_total" not in run:
             raise _missing(name, f"runs[{number}]", "t_total")
@@ -170,22 +197,83 @@ def _compare(loaded, rules, refuse):
     return warnings
 
 
-def _runs_by_ranks(reports):
-    """Per rank count, every run (repeat) of all *reports*."""
+def _runs_by_ranks(reports, count=None):
+    """Per rank count, the first *count* runs (repeats; all by default) of every one of *reports*."""
     by_ranks = {}
     for report in reports:
-        by_ranks.setdefault(report["n_ranks"], []).extend(report["runs"])
+        by_ranks.setdefault(report["n_ranks"], []).extend(report["runs"][:count])
     return by_ranks
 
 
-def _best_runs(reports):
-    """Per rank count, the fastest run over all repeats of all *reports*."""
-    return {n: min(runs, key=lambda run: run["t_total"]) for n, runs in sorted(_runs_by_ranks(reports).items())}
+def _data_key(report):
+    data = report["data"]
+    return (data["bytes"], data["part_checksums"], data["sample_frames"], data["sample_positions"])
+
+
+def _digested(loaded):
+    """The reports that record digests, and a warning naming those that do not."""
+    digested = [(name, report) for name, report in loaded if "data" in report]
+    older = [name for name, report in loaded if "data" not in report]
+    warnings = []
+    if older:
+        warnings.append(f"{', '.join(older)} record{'s' if len(older) == 1 else ''} no digest of the data read "
+                        "(report_version 2): their data could not be compared with the others'")
+    return digested, warnings
+
+
+def _check_results(loaded, tolerance, what):
+    """Refuse reports whose RMSDs at the sampled frames differ by more than *tolerance* (A)."""
+    name, first = loaded[0]
+    for other_name, other in loaded[1:]:
+        a, b = first["results"], other["results"]
+        if a["sample_frames"] != b["sample_frames"] or np.shape(a["sample"]) != np.shape(b["sample"]):
+            raise UsageError(f"the reports differ in the frames their results were sampled at ({name}, {other_name})")
+        difference = np.abs(np.asarray(a["sample"], float) - np.asarray(b["sample"], float))
+        if not np.all(difference <= tolerance):
+            row = int(np.argmax(np.where(np.isnan(difference), np.inf, difference).max(axis=1)))
+            raise UsageError(
+                f"the reports measured different data: at frame {a['sample_frames'][row]} {name} gives an RMSD of "
+                f"{a['sample'][row][0]:.4f} A, {other_name} {b['sample'][row][0]:.4f} A (more than {tolerance:g} A "
+                f"apart{what}); compare like with like")
+
+
+def _check_data(loaded):
+    """Reports of one input: the same data (digests) and the same results; returns warnings."""
+    digested, warnings = _digested(loaded)
+    if len(digested) > 1:
+        values = {}
+        for name, report in digested:
+            values.setdefault(json.dumps(_data_key(report)), []).append(name)
+        if len(values) > 1:
+            groups = "; ".join(", ".join(names) for names in values.values())
+            raise UsageError(f"the reports read different data (digests of sampled frames or part checksums "
+                             f"differ: {groups}); compare like with like")
+        _check_results(digested, RESULTS_TOLERANCE, "")
+    return warnings
+
+
+def runs_compared(reports):
+    """How many runs of each report are compared: the smallest ``--repeat`` among them."""
+    return min(len(report["runs"]) for report in reports)
+
+
+def _best_runs(reports, count):
+    """Per rank count, the fastest of the first *count* runs of every one of *reports*."""
+    return {n: min(runs, key=lambda run: run["t_total"]) for n, runs in sorted(_runs_by_ranks(reports, count).items())}
+
+
+def _repeat_warnings(reports, count):
+    repeats = sorted({len(report["runs"]) for report in reports})
+    if len(repeats) == 1:
+        return []
+    return [f"the reports ran --repeat {' and '.join(map(str, repeats))}: each is compared on the best of its first "
+            f"{count} run{'s' if count > 1 else ''} (the first run includes start-up the later ones do not)"]
 
 
 def _row(n_ranks, run):
     ranks = run["ranks"]
-    row = {"n_ranks": n_ranks, "t_total": run["t_total"], "max_work": max(work(r) for r in ranks)}
+    row = {"n_ranks": n_ranks, "t_total": run["t_total"], "max_work": max(work(r) for r in ranks),
+           "t_serial": run.get("t_serial")}
     for phase in PHASES:
         row[phase] = statistics.fmean(r[phase] for r in ranks)
     stragglers = run.get("stragglers") or {}
@@ -196,14 +284,26 @@ def _row(n_ranks, run):
 
 
 def _scale(rows):
-    """Add S(N) and E(N) to *rows*; return the baseline (measured: a 1-rank run)."""
+    """Add S(N), E(N) and the parallel part's efficiency to *rows*; return the baseline
+    (measured: a 1-rank run) with its serial fraction.
+
+    Amdahl's split of a run: its serial part ``t_serial`` (rank 0 alone, measured in every
+    run) and the rest, the parallel part. The parallel part's efficiency at N ranks is
+    ``(t(1) - t_serial(1)) / (N (t(N) - t_serial(N)))`` against the baseline; None where a
+    report records no serial part (report_version 2).
+    """
     base = rows[0]
     measured = base["n_ranks"] == 1
     for row in rows:
         row["speedup"] = base["t_total"] * base["n_ranks"] / row["t_total"]
         row["efficiency"] = row["speedup"] / row["n_ranks"]
         row["baseline_measured"] = measured
-    return {"n_ranks": base["n_ranks"], "t_total": base["t_total"], "measured": measured}
+        row["parallel_efficiency"] = None
+        if base["t_serial"] is not None and row["t_serial"] is not None and row["t_total"] > row["t_serial"]:
+            row["parallel_efficiency"] = ((base["t_total"] - base["t_serial"]) * base["n_ranks"]
+                                          / (row["n_ranks"] * (row["t_total"] - row["t_serial"])))
+    fraction = base["t_serial"] / base["t_total"] if base["t_serial"] is not None and base["t_total"] > 0 else None
+    return {"n_ranks": base["n_ranks"], "t_total": base["t_total"], "measured": measured, "serial_fraction": fraction}
 
 
 def _context(report):
@@ -220,15 +320,18 @@ def scaling(loaded, model_ranks=None):
     """Scaling table of one input at several rank counts (see the module docstring), and
     with *model_ranks* the scaling model's prediction for that many ranks (:mod:`.model`)."""
     _compare(loaded, _WORK + _INPUT, refuse=True)
-    warnings = _compare(loaded, _FLAGGED, refuse=False)
-    rows = [_row(n, run) for n, run in _best_runs([r for _, r in loaded]).items()]
+    warnings = _check_data(loaded) + _compare(loaded, _FLAGGED, refuse=False)
+    reports = [r for _, r in loaded]
+    count = runs_compared(reports)
+    warnings += _repeat_warnings(reports, count)
+    rows = [_row(n, run) for n, run in _best_runs(reports, count).items()]
     baseline = _scale(rows)
     result = {"mode": "scaling", "context": _context(loaded[0][1]), "baseline": baseline, "rows": rows,
-              "warnings": warnings, "reports": [name for name, _ in loaded]}
+              "runs_compared": count, "warnings": warnings, "reports": [name for name, _ in loaded]}
     if model_ranks is not None:
         from .model import model
 
-        result["model"] = model(_runs_by_ranks([r for _, r in loaded]), model_ranks)
+        result["model"] = model(_runs_by_ranks(reports, count), model_ranks)
     return result
 
 
@@ -250,16 +353,24 @@ def layouts(loaded):
     """Several inputs side by side at each rank count (see the module docstring)."""
     _compare(loaded, _WORK, refuse=True)
     warnings = _compare(loaded, _FLAGGED[2:], refuse=False)
-    inputs = {}
+    inputs, named = {}, {}
     for name, report in loaded:
-        inputs.setdefault((report["input"]["path"], _layout_key(report)), []).append(report)
+        key = (report["input"]["path"], _layout_key(report))
+        inputs.setdefault(key, []).append(report)
+        named.setdefault(key, []).append((name, report))
     if len(inputs) < 2:
         raise UsageError("--layouts compares several inputs; these reports all measure one "
                          "(leave out --layouts for its scaling table)")
+    for group in named.values():  # the reports of each input: the same data
+        warnings += _check_data(group)
+    _check_results(_digested([group[0] for group in named.values()])[0], LAYOUTS_TOLERANCE,
+                   ", more than a lossy layout moves it")
+    count = runs_compared([r for _, r in loaded])
+    warnings += _repeat_warnings([r for _, r in loaded], count)
     basenames = [os.path.basename(path) for path, _ in inputs]
     columns = []
     for (path, _), reports in inputs.items():
-        rows = [_row(n, run) for n, run in _best_runs(reports).items()]
+        rows = [_row(n, run) for n, run in _best_runs(reports, count).items()]
         baseline = _scale(rows)
         label = _label(reports[0], basenames.count(os.path.basename(path)) > 1)
         columns.append({"label": label, "input": path, "kind": reports[0]["input"]["kind"],
@@ -273,7 +384,7 @@ def layouts(loaded):
         rows.append({"n_ranks": n, "fastest": fastest["label"],
                      "by_input": {c["label"]: c["rows"][n] for c in present}})
     return {"mode": "layouts", "context": _context(loaded[0][1]), "inputs": columns, "rows": rows,
-            "warnings": warnings, "reports": [name for name, _ in loaded]}
+            "runs_compared": count, "warnings": warnings, "reports": [name for name, _ in loaded]}
 
 
 def bench_report(runs, layouts_mode=False, model_ranks=None):
@@ -294,7 +405,8 @@ def bench_report(runs, layouts_mode=False, model_ranks=None):
     Returns
     -------
     dict
-        ``mode``, ``context`` (input, engine, selection, weights, frames), ``warnings`` and,
+        ``mode``, ``context`` (input, engine, selection, weights, frames), ``warnings``,
+        ``runs_compared`` (the first R runs of each report, R the smallest ``--repeat``) and,
         for scaling, ``baseline`` and ``rows`` (per rank count: ``t_total``, mean phases,
         ``max_work``, ``stragglers``, ``speedup``, ``efficiency``, ``baseline_measured``);
         for layouts, ``inputs`` (each with its own baseline and rows) and ``rows`` (per rank
@@ -305,7 +417,8 @@ def bench_report(runs, layouts_mode=False, model_ranks=None):
     InputError
         A report that cannot be read or is incomplete (one line naming the file).
     UsageError
-        Reports that cannot be compared, naming what differs.
+        Reports that cannot be compared, naming what differs: the work, or the data (digests
+        of sampled frames, part checksums, RMSDs at the sampled frames).
     """
     loaded = load_reports(runs)
     if layouts_mode and model_ranks is not None:

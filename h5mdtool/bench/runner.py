@@ -12,33 +12,40 @@ Split-apply-combine as in Khoshlessan et al. 2020 (sections 3 and 5) and Jakupov
 4. a barrier (the straggler signal), then ``Gatherv`` of the results to rank 0.
 
 Every second of each rank's run is charged to one phase (:mod:`h5mdtool.bench.timing`), so the
-per-rank table adds up and stragglers are judged on the work each rank did before waiting.
+per-rank table adds up; waiting for another rank is ``t_wait`` wherever it happens, step 2
+is the run's serial part (``t_serial``, reported apart), and stragglers are judged on
+each rank's own work outside it.
 ``bench report`` (:mod:`h5mdtool.bench.report`) combines reports of several runs.
 """
 
 import datetime
 import os
 import socket
+import statistics
+import time
 
 import numpy as np
 
 from ..h5md.topology import resolve_topology
 from ..parallel.errors import UsageError, mark_collective
-from ..parallel.mpi import abort_unless_collective, agree, capture_errors, entry_point, root_call
+from ..parallel.mpi import abort_unless_collective, agree, capture_errors, entry_point, is_parallel, root_call
+from ..parallel.testhooks import delay
 from .analysis import AnalysisOptions, plan_analysis
+from .digest import data_digest, results_digest
 from .engines import BlocksEngine, FramesEngine
+from .frames import checked_part_scans
 from .inputs import inspect_input, open_source
 from .partition import partition_frames
 from .references import cite
-from .timing import PhaseClock, find_stragglers
+from .timing import WORK_PHASES, PhaseClock, find_stragglers, own, serial_seconds
 
 #: Compute-to-I/O ratio from which Khoshlessan et al. 2020's Heuristic 1 applies (its text lost the symbol
 #: of the threshold, "much larger than 1"; its compute-bound workloads had ratios of 11, 19
 #: and 27, the plain RMSD task about 0.3).
 COMPUTE_BOUND_RATIO = 10.0
 
-#: Version of the report's layout; ``bench report`` reads this one.
-REPORT_VERSION = 2
+#: Version of the report's layout (3: ``data`` and ``results`` digests); ``bench report`` reads 2 and 3.
+REPORT_VERSION = 3
 
 ENGINES = {"blocks": BlocksEngine, "frames": FramesEngine}
 
@@ -65,7 +72,7 @@ def advice(ratio, kind=None):
     Parameters
     ----------
     ratio : float or None
-        Sum of compute time over sum of I/O time.
+        Compute time over I/O time of the typical rank (:func:`typical_ratio`).
     kind : {"H5MD", "split", "shared", None}
         What was read (:attr:`h5mdtool.bench.inputs.InputInfo.kind`); None gives the
         general advice.
@@ -124,22 +131,34 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
     from ..formats import load_decoders
 
     clock = PhaseClock()
-    info = inspect_input(paths, group, input_format, comm=comm)
-    clock.charge("t_init_traj")
     if comm.rank != 0:  # while rank 0 resolves the analysis: their first read need not import them
         load_decoders(paths, input_format)
         clock.charge("t_init_traj")
-    plan, root_phases = root_call(comm, plan_analysis, info, topology, options)
-    if comm.rank == 0:
-        clock.split(root_phases, rest="t_comm")
-    else:  # waiting for rank 0's topology, selections and reference frame
-        clock.charge("t_init_top")
+    # every rank inspects the input together (XTC/TRR offsets scanned in parallel)
+    info = inspect_input(paths, group, input_format, comm=comm)
+    clock.charge("t_init_traj")
+    # rank 0 alone resolves the topology, selections and reference (the serial part)
+    before = dict(clock.phases) if comm.rank == 0 else None
+    (plan, root_phases), done = _root_step(comm, plan_analysis, info, topology, options, site="bench-setup")
+    _charge_root_step(clock, comm, done, lambda until: clock.split(root_phases, rest="t_init_top", until=until))
+    serial = ({phase: clock.phases[phase] - before.get(phase, 0.0) for phase in WORK_PHASES}
+              if comm.rank == 0 else None)
     chunk_frames = info.chunk_frames if engine == "blocks" else 1
     partition = partition_frames(plan.frames, comm.size, chunk_frames, info.part_edges())
     first, last = partition.bounds[comm.rank]
     local = plan.frames[first:last]
     block = max(1, min(block_frames, len(local)))  # never a buffer larger than the rank's frames
-    source = open_source(info, plan.read_indices, block, comm, engine, topology)
+    if info.kind == "H5MD" and comm.size > 1:  # the MPI-IO open is collective: wait for all first
+        comm.Barrier()
+        clock.charge("t_wait")
+    scans = {}
+    if info.kind == "split":  # swapped or copied parts are refused before any frame is read
+        with capture_errors() as failure:
+            scans = checked_part_scans(info.manifest, local, info.h5md_group)
+        clock.charge("t_init_traj")
+        agree(comm, failure[0])
+        clock.charge("t_wait")
+    source = open_source(info, plan.read_indices, block, comm, engine, topology, scans)
     results = np.empty((len(local), 3 + len(plan.group_columns)), np.float64)
     results[:, 0] = local
     try:
@@ -163,6 +182,8 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
     record = {"rank": comm.rank, "host": socket.gethostname(), "n_frames": len(local),
               "first_frame": int(local[0]) if len(local) else None,
               "last_frame": int(local[-1]) if len(local) else None, **clock.record()}
+    if serial is not None:
+        record.update(serial=serial, t_serial=sum(serial.values()))
     span = (int(plan.read_indices[0]), int(plan.read_indices[-1]) + 1)
     read = info.bytes_read(local, *span, whole_frames=engine == "frames")
     if comm.rank == 0:
@@ -174,22 +195,81 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
     return gathered, record, info, plan, partition
 
 
+def _root_step(comm, function, *args, site=None):
+    """:func:`~h5mdtool.parallel.mpi.root_call` with the waiting told apart from the work and the
+    broadcast: rank 0 runs *function* alone, then every rank meets at a barrier (the others
+    wait there for rank 0, rank 0 for any rank still starting), then the result is broadcast.
+
+    Returns
+    -------
+    (object, list of float)
+        The result, and the ``time.perf_counter()`` values at which rank 0's work ended and
+        at which it left the barrier (on the other ranks: at which they left the barrier).
+        The test hook *site* delays rank 0 before the work.
+    """
+    done = []
+
+    def run(*arguments):
+        try:
+            if site is not None:
+                delay(site, 0)
+            return function(*arguments)
+        finally:  # failed or not, rank 0 meets the others, then broadcasts the outcome
+            done.append(time.perf_counter())
+            if is_parallel(comm):
+                comm.Barrier()
+            done.append(time.perf_counter())
+
+    if comm.rank != 0 and is_parallel(comm):
+        comm.Barrier()
+        done.append(time.perf_counter())
+    return root_call(comm, run, *args), done
+
+
+def _charge_root_step(clock, comm, done, charge_work):
+    """Charge a :func:`_root_step`: rank 0's work (by *charge_work*, given the moment it
+    ended), the barrier to ``t_wait``, the broadcast to ``t_comm``."""
+    if comm.rank == 0:
+        charge_work(done[0])
+        clock.charge("t_wait", until=done[1])
+    elif done:
+        clock.charge("t_wait", until=done[0])  # the barrier: waiting for rank 0
+    clock.charge("t_comm")
+
+
+def typical_ratio(records):
+    """The compute-to-I/O ratio of the typical rank: the median over ranks of each rank's own
+    ``t_compute / t_io`` (the serial part left out; ranks without I/O time skipped), or None.
+
+    Judged on the median rank, one rank stopped in its reading or computing does not turn
+    the verdict, as a ratio of sums over all ranks would."""
+    ratios = [own(r, "t_compute") / own(r, "t_io") for r in records if own(r, "t_io") > 0]
+    return statistics.median(ratios) if ratios else None
+
+
 def summarise(records, kind=None):
     """One run's summary from its per-rank records (rank order): totals, stragglers, ratios.
 
     Returns
     -------
     dict
-        ``t_total`` (the slowest rank), ``ranks``, ``stragglers`` (judged on each rank's
-        work before waiting, :func:`h5mdtool.bench.timing.find_stragglers`), ``ratio_compute_io``
-        (sum of compute over sum of I/O, Khoshlessan et al. 2020's Eq. 7, None without I/O time),
-        ``ratio_compute_comm`` (its Eq. 8) and ``advice`` for that ratio and *kind* of input.
+        ``t_total`` (the slowest rank), ``ranks``, ``t_serial`` (the serial part: rank 0
+        alone resolving the analysis while the others waited) and
+        ``serial_fraction`` (of ``t_total``), ``stragglers`` (judged on each rank's own work
+        outside the serial part, :func:`h5mdtool.bench.timing.find_stragglers`),
+        ``ratio_compute_io`` (Khoshlessan et al. 2020's Eq. 7 on the typical rank: the median
+        of the ranks' own compute/I-O ratios, :func:`typical_ratio`; None without I/O time),
+        ``ratio_compute_comm`` (its Eq. 8, sums over ranks) and ``advice`` for that ratio and
+        *kind* of input.
     """
-    io, compute = sum(r["t_io"] for r in records), sum(r["t_compute"] for r in records)
+    compute = sum(r["t_compute"] for r in records)
     comm_time = sum(r["t_comm"] for r in records)
-    ratio = compute / io if io > 0 else None
+    ratio = typical_ratio(records)
+    total = max(r["t_total"] for r in records)
+    serial = serial_seconds(records)
     return {
-        "t_total": max(r["t_total"] for r in records), "ranks": records, "stragglers": find_stragglers(records),
+        "t_total": total, "ranks": records, "t_serial": serial, "serial_fraction": serial / total if total > 0 else None,
+        "stragglers": find_stragglers(records),
         "ratio_compute_io": ratio, "ratio_compute_comm": compute / comm_time if comm_time > 0 else None,
         "advice": advice(ratio, kind),
     }
@@ -294,6 +374,7 @@ def bench_rmsd(inputs, topology=None, *, comm=None, select="name CA", calc_selec
         return None
     best = min(runs, key=lambda run: run["t_total"])
     description = plan.description
+    data = data_digest(info, plan)  # after the timed runs: the sample read is not timed
     report = {
         "benchmark": "rmsd", "report_version": REPORT_VERSION, "engine": engine, "n_ranks": comm.size,
         "n_frames": info.n_frames, "n_analysed": len(plan.frames), "compute_load": compute_load,
@@ -305,9 +386,10 @@ def bench_rmsd(inputs, topology=None, *, comm=None, select="name CA", calc_selec
         "select": select, "n_selected": description["atoms"]["fit"]["n"], "labels": plan.labels,
         "ref_frame": description["reference"].get("frame"), "analysis": description,
         "partition": partition.describe(), "provenance": _provenance(records),
+        "data": data, "results": results_digest(rmsd),
         "best_repeat": best["repeat"],
-        **{key: best[key] for key in ("t_total", "ranks", "stragglers", "ratio_compute_io", "ratio_compute_comm",
-                                      "advice")},
+        **{key: best[key] for key in ("t_total", "ranks", "t_serial", "serial_fraction", "stragglers",
+                                      "ratio_compute_io", "ratio_compute_comm", "advice")},
         "runs": runs,
     }
     return {"rmsd": rmsd, "labels": plan.labels, "report": report}

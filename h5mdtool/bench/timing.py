@@ -3,9 +3,17 @@
 Khoshlessan et al. 2020 (section 5, figure 2d) and Jakupovic & Beckstein 2021 (its table of timings) split each rank's time
 into opening the topology and the trajectory, reading, computing, waiting for the other
 ranks and gathering the results. :class:`PhaseClock` charges every second of a rank's run to
-exactly one of those phases, so ``t_total`` is their sum, and :func:`find_stragglers` judges
-ranks on their *work*, the time before they wait: ``t_total - t_wait - t_comm``. (Judged on
-``t_total``, every rank looks alike, since all of them leave the final barrier together.)
+exactly one of those phases, so ``t_total`` is their sum. Time a rank spends waiting for
+another (for rank 0's inspection and setup, in a broadcast, before a collective open, at the
+final barrier) is ``t_wait`` wherever it happens; the other phases hold the rank's own work.
+
+Rank 0 first inspects the input and resolves the analysis alone while the others wait: that
+*serial part* is recorded apart (``serial``: its seconds per phase, ``t_serial`` their sum),
+and :func:`find_stragglers` judges every rank on its own reading and computing outside it,
+:func:`work`: ``t_io + t_compute`` less rank 0's serial part of them. (Judged on
+``t_total``, every rank looks alike, since all of them leave the final barrier together;
+judged with the serial part or start-up, rank 0 or the others would look slow for work
+that is not their share of the frames.)
 """
 
 import statistics
@@ -17,6 +25,10 @@ PHASES = ("t_init_top", "t_init_traj", "t_io", "t_compute", "t_wait", "t_comm")
 #: Phases that are the rank's own work (the others are waiting for, or talking to, other ranks).
 WORK_PHASES = ("t_init_top", "t_init_traj", "t_io", "t_compute")
 
+#: The work stragglers are judged on: reading and computing the rank's share (start-up,
+#: imports among it, is the same on every rank and is no sign of a straggler).
+JUDGED_PHASES = ("t_io", "t_compute")
+
 #: Khoshlessan et al. 2020 section 2.1: "any component ... whose runtime exceeds a typical run time (for
 #: example, 1.5 times the median runtime) can be considered a straggler".
 MEDIAN_FACTOR = 1.5
@@ -24,6 +36,11 @@ MEDIAN_FACTOR = 1.5
 #: Khoshlessan et al. 2020 section 6.1: "any MPI rank that took at least about twice as long as the group
 #: of ranks that finished fastest".
 FASTEST_FACTOR = 2.0
+
+#: A rank over those limits is a straggler only when its work exceeds the median by this
+#: fraction of the run's ``t_total`` at least: ranks whose reading and computing take a few
+#: hundredths of a second differ by 2x from noise alone, and delay no one.
+MIN_EXCESS_FRACTION = 0.05
 
 
 class PhaseClock:
@@ -41,18 +58,19 @@ class PhaseClock:
         self.started = self.last = time.perf_counter()
         self.phases = dict.fromkeys(PHASES, 0.0)
 
-    def charge(self, phase):
-        """Add the seconds since the previous mark to *phase*; return them."""
-        now = time.perf_counter()
+    def charge(self, phase, until=None):
+        """Add the seconds since the previous mark (to *until*, a ``time.perf_counter()``
+        value, default now) to *phase*; return them."""
+        now = time.perf_counter() if until is None else until
         elapsed = now - self.last
         self.phases[phase] += elapsed
         self.last = now
         return elapsed
 
-    def split(self, parts, rest):
-        """Charge the seconds since the previous mark: *parts* (phase -> seconds measured
-        inside that interval) to their phases, what remains to *rest*."""
-        now = time.perf_counter()
+    def split(self, parts, rest, until=None):
+        """Charge the seconds since the previous mark (to *until*, default now): *parts*
+        (phase -> seconds measured inside that interval) to their phases, what remains to *rest*."""
+        now = time.perf_counter() if until is None else until
         elapsed = now - self.last
         measured = 0.0
         for phase, seconds in parts.items():
@@ -67,18 +85,34 @@ class PhaseClock:
         return {**self.phases, "t_total": self.last - self.started}
 
 
+def own(record, phase):
+    """Seconds of *phase* that are the rank's own work outside the serial part (rank 0's
+    inspection and setup, recorded in its ``serial``)."""
+    return record[phase] - (record.get("serial") or {}).get(phase, 0.0)
+
+
 def work(record):
-    """A rank's own work: its time before it waits, ``t_total - t_wait - t_comm``."""
-    return record["t_total"] - record["t_wait"] - record["t_comm"]
+    """A rank's own work on its share of the frames: reading and computing
+    (:data:`JUDGED_PHASES`), rank 0's serial part left out."""
+    return sum(own(record, phase) for phase in JUDGED_PHASES)
+
+
+def serial_seconds(records):
+    """The serial part of a run: the seconds rank 0 worked alone while the others waited."""
+    return sum((records[0].get("serial") or {}).values())
 
 
 def find_stragglers(records):
     """Ranks whose work took far longer than the others', and in which phase.
 
+    Ranks are judged on :func:`work`, their own reading and computing outside the serial part,
+    and must exceed the median work by :data:`MIN_EXCESS_FRACTION` of the run at least.
+
     Parameters
     ----------
     records : list of dict
-        Per-rank records in rank order, with every field of :data:`PHASES` and ``t_total``.
+        Per-rank records in rank order, with every field of :data:`PHASES` and ``t_total``
+        (and rank 0's ``serial``, when it has one).
 
     Returns
     -------
@@ -91,16 +125,17 @@ def find_stragglers(records):
     """
     works = [work(r) for r in records]
     median, fastest = statistics.median(works), min(works)
-    over_median = [r["rank"] for r, w in zip(records, works) if w > MEDIAN_FACTOR * median]
-    over_fastest = [r["rank"] for r, w in zip(records, works) if w > FASTEST_FACTOR * fastest]
+    floor = median + MIN_EXCESS_FRACTION * max(r["t_total"] for r in records)
+    over_median = [r["rank"] for r, w in zip(records, works) if w > MEDIAN_FACTOR * median and w > floor]
+    over_fastest = [r["rank"] for r, w in zip(records, works) if w > FASTEST_FACTOR * fastest and w > floor]
     slow = set(over_median) | set(over_fastest)
     typical = [r for r in records if r["rank"] not in slow] or records
-    phase_medians = {phase: statistics.median(r[phase] for r in typical) for phase in WORK_PHASES}
+    phase_medians = {phase: statistics.median(own(r, phase) for r in typical) for phase in JUDGED_PHASES}
     details = []
     for record, seconds in zip(records, works):
         if record["rank"] not in slow:
             continue
-        excesses = {phase: record[phase] - phase_medians[phase] for phase in WORK_PHASES}
+        excesses = {phase: own(record, phase) - phase_medians[phase] for phase in JUDGED_PHASES}
         phase = max(excesses, key=excesses.get)
         details.append({
             "rank": record["rank"], "host": record.get("host"), "work": seconds,
@@ -110,7 +145,7 @@ def find_stragglers(records):
         })
     return {
         "median_work": median, "fastest_work": fastest, "rule_median": MEDIAN_FACTOR,
-        "rule_fastest": FASTEST_FACTOR, "over_1.5x_median": over_median,
+        "rule_fastest": FASTEST_FACTOR, "rule_min_excess": MIN_EXCESS_FRACTION, "over_1.5x_median": over_median,
         "over_2x_fastest": over_fastest, "ranks": details,
     }
 
@@ -118,8 +153,9 @@ def find_stragglers(records):
 def describe_stragglers(result):
     """One line for people: which ranks, by how much, in which phase (or that there are none)."""
     if not result["ranks"]:
-        return (f"stragglers: none (work before waiting: median {result['median_work']:.3f} s, "
-                f"fastest {result['fastest_work']:.3f} s; limits 1.5x the median, 2x the fastest)")
+        return (f"stragglers: none (work = own io + compute: median {result['median_work']:.3f} s, "
+                f"fastest {result['fastest_work']:.3f} s; limits 1.5x the median, 2x the fastest, and 5% of "
+                "t_total above the median)")
     parts = []
     for entry in result["ranks"]:
         rules = []

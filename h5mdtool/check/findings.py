@@ -95,7 +95,7 @@ RULES = {
     "DATA005": Rule(ERROR, "any", "frames whose periodic box has zero volume (a periodic edge of length 0, or edge vectors in one plane)", "regenerate the file from its source"),
     "DATA006": Rule(ERROR, "any", "per-frame data (`value`, `step` or `time`) that the file declares but never stored (chunks or contiguous storage never written): readers get the fill value; only the stored rows are checked", "regenerate the file (its writer stopped early)"),
     # split manifests
-    "MAN001": Rule(ERROR, "manifest", "not a split manifest: not a JSON object, another `kind`, an unsupported `manifest_version` (1 and 2 are read) or a missing field (the message says which)", "re-run `h5mdtool split`"),
+    "MAN001": Rule(ERROR, "manifest", "not a split manifest: not a JSON object, another `kind`, an unsupported `manifest_version` (1, 2 and 3 are read) or a missing field (the message says which)", "re-run `h5mdtool split`"),
     "MAN002": Rule(ERROR, "manifest", "a part listed in the manifest is missing, or is not a regular file", "re-run split, or restore the part"),
     "MAN003": Rule(ERROR, "manifest", "a part's size on disk differs from the manifest", "re-run split, or restore the part"),
     "MAN004": Rule(ERROR, "manifest", "a part holds another number of frames than the manifest says, or cannot be read", "re-run split"),
@@ -106,10 +106,11 @@ RULES = {
     "MAN009": Rule(ERROR, "manifest", "swapped parts: a part file holds the frames the manifest gives another part (found from the recorded steps and times, or from steps that run backwards between parts)", "re-run split, or restore the parts' names"),
     "MAN010": Rule(ERROR, "manifest", "overlapping parts: a part starts before the previous one stops", "re-run split"),
     "MAN011": Rule(ERROR, "manifest", "parts out of order: the list is not sorted by `start`", "re-run split"),
-    "MAN012": Rule(ERROR, "manifest", "a count that is not a whole number >= 0 (a boolean, a float, a string, a negative number): `n_frames`, `n_atoms`, a part's `start`, `stop`, `n_frames`, `bytes`; or a recorded `first_step`/`last_step` that is not an integer, `first_time`/`last_time` that is not a number", "re-run split"),
+    "MAN012": Rule(ERROR, "manifest", "a count that is not a whole number >= 0 (a boolean, a float, a string, a negative number): `n_frames`, `n_atoms`, a part's `start`, `stop`, `n_frames`, `bytes`; or a recorded `first_step`/`last_step` that is not an integer, `first_time`/`last_time` that is not a number, a `checksum` that is not `blake2b-128:` and 32 hex digits", "re-run split"),
     "MAN013": Rule(ERROR, "manifest", "an empty part list", "re-run split"),
     "MAN014": Rule(ERROR, "manifest", "an unknown `format` (XTC, TRR, DCD, H5MD are known), or a part whose extension is not the format's", "re-run split"),
     "MAN015": Rule(ERROR, "manifest", "a part's first or last step or time (recorded by split in `first_step`, `last_step`, `first_time`, `last_time`) differs from the part's frames", "re-run split, or restore the part"),
+    "MAN016": Rule(ERROR, "manifest", "a part's bytes do not give the checksum split recorded for it (manifest version 3): the part changed since the split, damaged or replaced (every part is read whole; `--no-checksums` skips it)", "restore the part from a copy, or re-run split"),
     # comparison with the source
     "AGAINST001": Rule(ERROR, "against", "the file (or the parts together) and the source hold different numbers of frames or atoms", "re-run the conversion"),
     "AGAINST002": Rule(ERROR, "against", "frames differ from the source: the first ones are listed by number, with what differs (positions, velocities, forces, step, time, box) and by how much; a NaN or inf on either side is always a difference", "re-run the conversion"),

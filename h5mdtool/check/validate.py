@@ -977,17 +977,20 @@ def validate_file(path, profile="all", label=None):
     return report
 
 
-def validate_manifest(path, profile="all", label=None):
+def validate_manifest(path, profile="all", label=None, with_checksums=False):
     """Check a split ``manifest.json``: its document, and that its parts exist, match and tile.
 
     Every problem is reported with its own rule (``MAN001``-``MAN015``, see
     :mod:`h5mdtool.subfiles.manifest`); H5MD parts are validated too (their findings are prefixed
-    with the part's name).
+    with the part's name). Checksums (``MAN016``) are verified apart, by every rank
+    (:func:`h5mdtool.subfiles.manifest.checksum_problems`).
 
     Returns
     -------
     (FileReport, Manifest or None)
-        The manifest when its parts can be compared with a source.
+        The manifest when its parts can be compared with a source; with *with_checksums*,
+        also the ``(relative path, path, checksum)`` of each part that records a checksum
+        and is on disk at its recorded size.
 
     Raises
     ------
@@ -1004,7 +1007,7 @@ def validate_manifest(path, profile="all", label=None):
     for problem in problems:
         report.add(problem.rule, problem.where, problem.message)
     if manifest is None:
-        return report, None
+        return (report, None, []) if with_checksums else (report, None)
     manifest.path = os.path.abspath(path)
     problems, facts = part_problems(manifest)
     for problem in problems:
@@ -1027,7 +1030,12 @@ def validate_manifest(path, profile="all", label=None):
     report.findings = [f for f in report.findings if not (f.rule == "MAN004" and f.path in explained)]
     blocking = ("MAN001", "MAN002", "MAN004", "MAN006", "MAN012", "MAN013")
     comparable = not explained and not any(f.rule in blocking for f in report.findings)
-    return report, manifest if comparable else None
+    if not with_checksums:
+        return report, manifest if comparable else None
+    sized = {f.path for f in report.findings if f.rule in ("MAN002", "MAN003")}  # a size that differs says enough
+    checksums = [(part.relative_path, part.path, part.checksum) for part in manifest.parts
+                 if part.checksum is not None and part.relative_path not in sized]
+    return report, manifest if comparable else None, checksums
 
 
 def is_manifest_path(path):
@@ -1036,40 +1044,41 @@ def is_manifest_path(path):
 
 
 def _check_path(path, profile):
-    """Rank-0 part of validate for one path: (FileReport, files to compare or None)."""
+    """Rank-0 part of validate for one path: (FileReport, files to compare or None, parts
+    whose checksums to verify)."""
     kind = "manifest" if is_manifest_path(path) else "h5md"
     outcome = isolated(_check_path_here, path, profile, kind)
     if outcome[0] == "ok":
-        report, compared = outcome[1]
+        report, compared, checksums = outcome[1]
         if "serial" in report.read_checks:  # the child read it; through MPI-IO only this process can
             mpio_read_check(report, path)
-        return report, compared
+        return report, compared, checksums
     report = FileReport(path, kind=kind)
     if outcome[0] == "crash":
         report.add("FILE004", "/", f"libhdf5 crashed (signal {outcome[1]}) while reading the file: its metadata is damaged; no other check could run")
-        return report, None
+        return report, None, []
     if outcome[0] == "timeout":
         report.add("FILE005", "/", f"reading the file made no progress for {outcome[1]:g} s (libhdf5 loops on damaged metadata?); "
                    "the reader was stopped and no other check could run (H5MDTOOL_READ_TIMEOUT sets the limit)")
-        return report, None
+        return report, None, []
     error = outcome[1]
     if isinstance(error, UnreadableError):
         report.readable = False
         report.add("FILE001", "/", str(error))
-        return report, None
+        return report, None, []
     raise error
 
 
 def _check_path_here(path, profile, kind):
     if kind == "manifest":
-        report, manifest = validate_manifest(path, profile, label=path)
-        return report, None if manifest is None else [part.path for part in manifest.parts]
-    return validate_file(path, profile), [path]
+        report, manifest, checksums = validate_manifest(path, profile, label=path, with_checksums=True)
+        return report, None if manifest is None else [part.path for part in manifest.parts], checksums
+    return validate_file(path, profile), [path], []
 
 
 @entry_point
 def validate(paths, *, comm=None, profile="all", against=None, tolerance=None, strict=False, progress=None,
-             on_overlap="error", on_truncated="error", against_format=None):
+             on_overlap="error", on_truncated="error", against_format=None, checksums=True):
     """Validate H5MD files and split manifests; optionally compare them with their source.
 
     Parameters
@@ -1095,6 +1104,9 @@ def validate(paths, *, comm=None, profile="all", against=None, tolerance=None, s
     against_format : str, optional
         Read the source's segments as this format whatever their extension (``LAMMPS`` for a
         LAMMPS DCD), as ``convert(format=...)``.
+    checksums : bool
+        Verify the checksum a manifest records for each part (every part read whole, the
+        parts shared among ranks); False skips it, for speed.
 
     Returns
     -------
@@ -1109,6 +1121,7 @@ def validate(paths, *, comm=None, profile="all", against=None, tolerance=None, s
         If a source given with *against* cannot be read.
     """
     from ..formats import scan
+    from ..subfiles.manifest import checksum_problems
     from .compare import compare_with_source
 
     if profile not in PROFILES:
@@ -1126,8 +1139,11 @@ def validate(paths, *, comm=None, profile="all", against=None, tolerance=None, s
         import MDAnalysis.coordinates.H5MD  # noqa: F401 - imported once, before the forked readers
     reports = []
     for path in paths:
-        report, compared = root_call(comm, _check_path, path, profile)
+        report, compared, parts = root_call(comm, _check_path, path, profile)
         reports.append(report)
+        if checksums and parts:
+            for problem in checksum_problems(parts, comm):
+                report.add(problem.rule, problem.where, problem.message)
         if source is None or not report.readable:
             continue
         if compared is None:

@@ -101,13 +101,16 @@ def print_rmsd_report(report):
               "     MB/s  files  host")
     for run in report["runs"]:
         click.echo(f"run {run['repeat'] + 1}/{len(report['runs'])}: t_total {run['t_total']:.3f} s (seconds per phase; "
-                   "work = total - wait - comm)")
+                   "work = the rank's own io + compute, rank 0's serial part left out)")
         click.echo(header)
         for r in run["ranks"]:
             click.echo(f"{r['rank']:>4} {r['n_frames']:>7} {r['t_init_top']:>9.3f} {r['t_init_traj']:>9.3f} "
                        f"{r['t_io']:>8.3f} {r['t_compute']:>8.3f} {r['t_wait']:>8.3f} {r['t_comm']:>8.3f} "
                        f"{r['t_total']:>8.3f} {work(r):>8.3f} {_fmt(r.get('mb_per_s'), 8, 1)} "
                        f"{r.get('files_opened', 0):>6}  {r['host']}")
+        if run.get("t_serial") is not None:
+            click.echo(f"serial part: {run['t_serial']:.3f} s ({100 * (run['serial_fraction'] or 0):.1f}% of t_total), "
+                       "rank 0 alone inspecting the input and resolving the analysis while the others waited")
         click.echo(describe_stragglers(run["stragglers"]))
     best = report["runs"][report["best_repeat"]]
     total_bytes = sum(r.get("bytes_read") or 0 for r in best["ranks"])
@@ -156,10 +159,14 @@ def rmsd_command(inputs, topology, select, calc_select, index, weights, referenc
     the parts'). The RMSDs equal MDAnalysis's rms.RMSD(u, select=SEL, groupselections=...,
     weights=..., ref_frame=...).run(start, stop, step), and gmx rms with the same groups.
 
-    Per rank, in seconds, adding up to t_total: t_init_top (topology, selections, reference;
-    on ranks other than 0 the wait for rank 0 doing it), t_init_traj (opening the
-    trajectory), t_io, t_compute, t_wait (barrier after the loop), t_comm (broadcasts and
-    the Gatherv of the results). Stragglers are judged on work = total - wait - comm.
+    Per rank, in seconds, adding up to t_total: t_init_top (topology, selections,
+    reference), t_init_traj (inspecting and opening the trajectory, importing its
+    decoders), t_io, t_compute, t_wait (any wait for another rank: for rank 0's setup, at
+    a collective open, at the barrier after the loop), t_comm (broadcasts and the Gatherv
+    of the results). The serial part (rank 0 alone inspecting the input and resolving the
+    analysis while the others wait) is reported apart. Stragglers are judged on each
+    rank's own io + compute (the serial part left out); the compute/I-O ratio of the
+    advice is the typical (median) rank's.
 
     \b
     Examples:
@@ -215,6 +222,12 @@ def rmsd_command(inputs, topology, select, calc_select, index, weights, referenc
                + (f"; written to {', '.join(written)}" if written else ""))
 
 
+def _runs_line(result):
+    count = result["runs_compared"]
+    return (f"per rank count the fastest run: best of the first {count} run{'s' if count > 1 else ''} of each report "
+            f"(the smallest --repeat among them; a first run includes start-up)")
+
+
 def _print_scaling(result):
     from ..bench.timing import PHASES
 
@@ -228,9 +241,16 @@ def _print_scaling(result):
         click.echo(f"baseline: assumed (no 1-rank run): {baseline['n_ranks']} ranks taken as perfectly scaled, "
                    f"S(N) = {baseline['n_ranks']} t({baseline['n_ranks']}) / t(N); S and E marked *")
     mark = "" if baseline["measured"] else "*"
-    click.echo("ranks   total(s)    S(N)    E(N)" + "".join(f" {p[2:]:>9}" for p in PHASES) + "  max work  stragglers")
+    if baseline.get("serial_fraction") is not None:
+        click.echo(f"serial part (rank 0 alone while the others wait) at {baseline['n_ranks']} rank(s): "
+                   f"{100 * baseline['serial_fraction']:.1f}% of t_total; E_par(N): efficiency of the rest, "
+                   "(t(1) - serial(1)) / (N (t(N) - serial(N)))")
+    click.echo(_runs_line(result))
+    click.echo("ranks   total(s)    S(N)    E(N)  serial(s)  E_par" + "".join(f" {p[2:]:>9}" for p in PHASES)
+               + "  max work  stragglers")
     for row in result["rows"]:
         click.echo(f"{row['n_ranks']:>5} {row['t_total']:>10.3f} {row['speedup']:>6.2f}{mark:1} {row['efficiency']:>6.2f}{mark:1}"
+                   + f" {_fmt(row.get('t_serial'), 10)} {_fmt(row.get('parallel_efficiency'), 6, 2)}"
                    + "".join(f" {row[p]:>9.3f}" for p in PHASES)
                    + f" {row['max_work']:>9.3f}  {','.join(map(str, row['stragglers'])) or '-'}")
 
@@ -240,6 +260,7 @@ def _print_layouts(result):
     click.echo(f"bench report --layouts: engine {context['engine']}, fit {context['select']!r} "
                f"({context['n_selected']} atoms), weights {context['weights']}, {context['n_frames']} frames, "
                f"compute load {context['compute_load']}; per input: t_total (s), mean t_io (s), S(N)")
+    click.echo(_runs_line(result))
     letters = {column["label"]: chr(ord("A") + number) for number, column in enumerate(result["inputs"])}
     for column in result["inputs"]:
         baseline = "measured 1-rank run" if column["baseline"]["measured"] else \
@@ -273,13 +294,19 @@ def report_command(runs, layouts_mode, plot_path, as_csv, as_json, force, model_
     Reports are compared on resolved values: input content (sizes, layout), topology, atoms
     picked, weights, reference, frames, engine, block size and compute load must agree
     (else the command refuses and says what differs); paths, modification times and
-    software versions may differ and are listed as warnings.
+    software versions may differ and are listed as warnings. The data must be the same: each
+    report records a digest of the analysed atoms in sampled frames (and of a split's part
+    checksums) and the RMSDs there; reports of one input must agree on them, inputs side by
+    side (--layouts) on the RMSDs within 0.1 A (what a lossy layout moves them).
 
-    Per rank count: the fastest run's t_total over repeats and reports (s), the speed-up
+    Per rank count: the fastest run's t_total (s) over reports and over the first R runs of
+    each, R the smallest --repeat among the reports (a first run includes start-up), the speed-up
     S(N) = t(1)/t(N) and efficiency E(N) = S(N)/N against the measured 1-rank run (without
     one, marked * and "assumed": the smallest rank count N0 counts as perfectly scaled,
-    S(N) = N0 t(N0)/t(N)), the mean of each phase over ranks (s), the slowest rank's work
-    and the stragglers.
+    S(N) = N0 t(N0)/t(N)), the serial part (rank 0 alone while the others wait) and the
+    efficiency of the rest, E_par(N) = (t(1) - serial(1)) / (N (t(N) - serial(N))), the mean
+    of each phase over ranks (s), the slowest rank's work (its own io + compute) and the
+    stragglers.
 
     \b
     Examples:
@@ -304,10 +331,11 @@ def report_command(runs, layouts_mode, plot_path, as_csv, as_json, force, model_
                 click.echo(f"{row['n_ranks']},\"{label}\",{entry['t_total']:.6g},{entry['t_io']:.6g},"
                            f"{entry['speedup']:.6g},{entry['efficiency']:.6g},{str(entry['baseline_measured']).lower()}")
     elif as_csv:
-        columns = ["n_ranks", "t_total", "speedup", "efficiency", *PHASES, "max_work"]
+        columns = ["n_ranks", "t_total", "speedup", "efficiency", "t_serial", "parallel_efficiency", *PHASES, "max_work"]
         click.echo(",".join(columns) + ",baseline_measured")
         for row in result["rows"]:
-            click.echo(",".join(f"{row[c]:.6g}" for c in columns) + f",{str(row['baseline_measured']).lower()}")
+            click.echo(",".join("" if row[c] is None else f"{row[c]:.6g}" for c in columns)
+                       + f",{str(row['baseline_measured']).lower()}")
     elif layouts_mode:
         _print_layouts(result)
     else:

@@ -53,10 +53,13 @@ class GreedyCommand(click.Command):
 @segment_options
 @truncation_option
 @click.option("--strict", is_flag=True, help="Warnings fail too (exit status 1).")
+@click.option("--checksums/--no-checksums", default=True, show_default=True,
+              help="Verify the checksum split recorded for each part of a manifest (version 3): every part is read whole, the parts shared among MPI ranks. --no-checksums skips it, for speed (the first and last frames of each part are still checked).")
 @click.option("--notes", is_flag=True, help="Also print notes (points of the specification no known reader depends on); --json always has them.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document: files, findings (rule, severity, path, message, fix), comparisons, totals, exit code.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on rank 0 for --against. Default: on when standard error is a terminal.")
-def command(files, profile, against, tolerance, against_format, on_overlap, on_truncated, strict, notes, as_json, progress):
+def command(files, profile, against, tolerance, against_format, on_overlap, on_truncated, strict, checksums, notes,
+            as_json, progress):
     """Check H5MD files: H5MD 1.1 conformance, MDAnalysis readability, layout lint, data.
 
     The data rules need no source: frames of zeros, NaN or inf, frames far outside the box,
@@ -65,7 +68,8 @@ def command(files, profile, against, tolerance, against_format, on_overlap, on_t
 
     FILE may also be a split manifest (manifest.json, or the directory holding it): its
     document, and its parts' existence, sizes, frame and atom counts, order and identity
-    (swapped or duplicated parts) are checked; H5MD parts are validated too. Every finding
+    (swapped or duplicated parts) are checked, and each part's bytes against the checksum
+    split recorded (any changed byte is found); H5MD parts are validated too. Every finding
     has a stable rule id (docs/validation.md).
 
     Serial runs read each file in a child process: a libhdf5 crash, or no progress for
@@ -89,7 +93,7 @@ def command(files, profile, against, tolerance, against_format, on_overlap, on_t
     comm = resolve()
     report = validate(list(files), comm=comm, profile=profile, against=list(against), tolerance=tolerance,
                       strict=strict, progress=progress, on_overlap=on_overlap, on_truncated=on_truncated,
-                      against_format=against_format)
+                      against_format=against_format, checksums=checksums)
     if comm.rank == 0:
         if as_json:
             emit_json(report.as_dict())

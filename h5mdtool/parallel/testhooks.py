@@ -7,7 +7,9 @@ command running long enough to be interrupted (``convert``, ``split``). Unset, a
 one dictionary lookup.
 
 Sites: ``convert-round`` (each round of collective writes), ``split-part`` (each part
-written), ``rmsd-block`` (each block of frames read and superposed).
+written), ``rmsd-block`` (each block of frames read and superposed, while reading),
+``bench-setup`` (rank 0's inspection of the input in ``bench rmsd``, which the other ranks
+wait for).
 
 ``H5MDTOOL_TEST_MARK=DIR`` makes :func:`delay` create ``DIR/SITE-RANK`` when a site is
 reached, so a test knows a command got there (e.g. before interrupting it).

@@ -1,9 +1,9 @@
 """The manifest of a split trajectory (``DIR/manifest.json``): writing, reading, checking.
 
-Format (versions 1 and 2 are read)::
+Format (versions 1, 2 and 3 are read)::
 
     {
-      "manifest_version": 1 | 2,
+      "manifest_version": 1 | 2 | 3,
       "kind": "h5mdtool-split",
       "format": "XTC" | "TRR" | "DCD" | "H5MD",   # format of the parts
       "n_frames": int, "n_atoms": int,
@@ -13,6 +13,8 @@ Format (versions 1 and 2 are read)::
                  "n_frames": int, "bytes": int,
                  # optional (written by split from version 2 on; checked when present):
                  "first_step": int, "last_step": int, "first_time": float, "last_time": float (ps; null when the trajectory records no time)
+                 # optional (written by split from version 3 on; verified by validate when present):
+                 "checksum": "blake2b-128:<32 hex digits>"  # of the part file's bytes
                 }, ...],
       "created", "command", "h5mdtool_version", "n_ranks"
     }
@@ -35,9 +37,8 @@ import numpy as np
 from ..formats.base import check_regular_file
 from ..parallel.errors import InputError
 
-MANIFEST_VERSION = 1
 #: Versions this h5mdtool reads.
-SUPPORTED_VERSIONS = (1, 2)
+SUPPORTED_VERSIONS = (1, 2, 3)
 MANIFEST_KIND = "h5mdtool-split"
 MANIFEST_NAME = "manifest.json"
 #: Formats of parts, with the file extensions each may have.
@@ -46,6 +47,10 @@ PART_EXTENSIONS = {"XTC": (".xtc",), "TRR": (".trr",), "DCD": (".dcd",), "H5MD":
 PART_COUNTS = ("start", "stop", "n_frames", "bytes")
 STEP_KEYS = ("first_step", "last_step")
 TIME_KEYS = ("first_time", "last_time")
+#: The checksum split records per part: BLAKE2b with a 16-byte digest (hashlib).
+CHECKSUM_ALGORITHM = "blake2b-128"
+#: Bytes read at once when a file is hashed.
+CHECKSUM_BUFFER = 16 * 1024**2
 #: How every MAN005 message starts.
 NOT_TILED = "the parts do not tile the frames"
 #: Relative agreement of a recorded time with the part's (float32 resolution, as compare).
@@ -69,6 +74,15 @@ class ManifestError(InputError):
         super().__init__(f"{path}: {where}{problem.message} ({problem.rule})")
         self.rule = problem.rule
 
+    def __reduce__(self):  # picklable, so rank 0 can broadcast it
+        return _rebuild_error, (type(self), self.args), self.__dict__
+
+
+def _rebuild_error(cls, args):
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    return error
+
 
 @dataclass
 class Part:
@@ -84,6 +98,7 @@ class Part:
     last_step: int = None
     first_time: float = None
     last_time: float = None
+    checksum: str = None
 
     def recorded(self):
         """``(first_step, last_step, first_time, last_time)`` as the manifest records them (None if absent)."""
@@ -101,11 +116,46 @@ class Manifest:
     parts: list
     source: list
     document: dict
-    version: int = MANIFEST_VERSION
+    version: int = SUPPORTED_VERSIONS[-1]
 
     def parts_for(self, start, stop):
         """Parts overlapping trajectory frames ``[start, stop)``."""
         return [part for part in self.parts if part.start < stop and part.stop > start]
+
+
+def new_checksum():
+    """A hasher of :data:`CHECKSUM_ALGORITHM` (``update(bytes)``, then :func:`checksum_text`)."""
+    return hashlib.blake2b(digest_size=16)
+
+
+def checksum_text(hasher):
+    """The checksum as a manifest records it: ``"blake2b-128:<hex>"``."""
+    return f"{CHECKSUM_ALGORITHM}:{hasher.hexdigest()}"
+
+
+def file_checksum(path):
+    """The :data:`CHECKSUM_ALGORITHM` checksum of the file at *path*, as a manifest records it.
+
+    Raises
+    ------
+    OSError
+        If the file cannot be read.
+    """
+    hasher = new_checksum()
+    with open(path, "rb") as handle:
+        while True:
+            block = handle.read(CHECKSUM_BUFFER)
+            if not block:
+                break
+            hasher.update(block)
+    return checksum_text(hasher)
+
+
+def _is_checksum(value):
+    if not isinstance(value, str):
+        return False
+    algorithm, _, digest = value.partition(":")
+    return algorithm == CHECKSUM_ALGORITHM and len(digest) == 32 and all(c in "0123456789abcdef" for c in digest)
 
 
 def write_manifest(directory, document):
@@ -247,8 +297,11 @@ def document_problems(document, directory="."):
         bad += [key for key in STEP_KEYS if key in entry and not _is_step(entry[key])]
         # null: the trajectory records no time (split writes none rather than inventing one)
         bad += [key for key in TIME_KEYS if entry.get(key) is not None and not _is_time(entry[key])]
+        if "checksum" in entry and not _is_checksum(entry["checksum"]):
+            bad.append("checksum")
         for key in bad:
-            kind = "an integer" if key in STEP_KEYS else "a finite number" if key in TIME_KEYS else "a whole number >= 0"
+            kind = ("an integer" if key in STEP_KEYS else "a finite number" if key in TIME_KEYS
+                    else f"'{CHECKSUM_ALGORITHM}:' and 32 hex digits" if key == "checksum" else "a whole number >= 0")
             add("MAN012", where, f"{key} must be {kind}, got {entry[key]!r}")
         if bad:
             usable = False
@@ -264,7 +317,7 @@ def document_problems(document, directory="."):
             add("MAN014", where, f"the extension of {name!r} is not that of {fmt} parts ({', '.join(PART_EXTENSIONS[fmt])})")
         parts.append(Part(path=os.path.join(directory, name), relative_path=name, start=entry["start"],
                           stop=entry["stop"], n_frames=entry["n_frames"], bytes=entry["bytes"],
-                          **{key: entry.get(key) for key in STEP_KEYS + TIME_KEYS}))
+                          checksum=entry.get("checksum"), **{key: entry.get(key) for key in STEP_KEYS + TIME_KEYS}))
     if not usable:
         return problems, None
     problems += _tiling_problems(parts, document["n_frames"])
@@ -341,6 +394,42 @@ def read_manifest(path):
 # -- the part files ---------------------------------------------------------------------
 
 
+def checksum_problems(parts, comm):
+    """Parts whose bytes do not give the checksum the manifest records (``MAN016``).
+
+    Parameters
+    ----------
+    parts : list of (str, str, str)
+        ``(relative path, path, recorded checksum)`` of each part to verify, the same list on
+        every rank.
+    comm : communicator
+        The parts are shared among its ranks (balanced contiguous runs); each rank reads
+        and hashes its own.
+
+    Returns
+    -------
+    list of Problem
+        In part order, the same on every rank.
+    """
+    from ..parallel.mpi import balanced_slices, is_parallel
+
+    first, last = balanced_slices(len(parts), comm.size)[comm.rank]
+    found = []
+    for number in range(first, last):
+        relative, path, recorded = parts[number]
+        try:
+            actual = file_checksum(path)
+        except OSError as error:
+            found.append(Problem("MAN016", relative, f"cannot be read to verify its checksum ({error.strerror or error})"))
+            continue
+        if actual != recorded:
+            found.append(Problem("MAN016", relative, f"its bytes give checksum {actual}, the manifest records {recorded}: "
+                                                     "the part changed since the split (damaged or replaced)"))
+    if not is_parallel(comm):
+        return found
+    return [problem for rank_problems in comm.allgather(found) for problem in rank_problems]
+
+
 @dataclass
 class PartFacts:
     """What a part file really holds."""
@@ -385,6 +474,57 @@ def scan_part(path, near_step=None):
     times = segment.time if segment.time is not None else np.full(len(steps), np.nan)
     return PartFacts(segment.n_frames, segment.n_atoms, int(steps[0]), int(steps[-1]), float(times[0]),
                      float(times[-1]), digest, segment.format, segment.time is not None)
+
+
+def segment_clock(segment):
+    """``(first_step, last_step, first_time, last_time)`` of a scanned part and whether it records time."""
+    steps, times = segment.step, segment.time
+    if times is None:
+        return (int(steps[0]), int(steps[-1]), None, None), False
+    return (int(steps[0]), int(steps[-1]), float(times[0]), float(times[-1])), True
+
+
+def clock_problem(manifest, part, actual, has_time=True, others=None):
+    """The problem of a part whose first or last step or time is not the one recorded, or None.
+
+    A check from each part's own scan, for readers that must refuse swapped or copied parts
+    before reading them (``bench rmsd``); ``validate`` checks more (:func:`part_problems`).
+
+    Parameters
+    ----------
+    manifest : Manifest
+    part : Part
+    actual : tuple
+        The part's ``(first_step, last_step, first_time, last_time)`` (:func:`segment_clock`).
+    has_time : bool
+        False when the part records no time (times are then not compared).
+    others : dict, optional
+        Part path -> ``(actual, has_time)`` of other parts scanned by the caller: tells a
+        swap (the other part holds this one's frames) from a copy.
+
+    Returns
+    -------
+    Problem or None
+        ``MAN009`` when the part holds the frames recorded for another part (swapped, or a
+        copy of it: ``MAN008``, when the other part is known to hold its own), ``MAN015``
+        when they are nobody's; None when they match or the manifest records none (version 1).
+    """
+    recorded = part.recorded()
+    if all(value is None for value in recorded) or _matches(recorded, actual, has_time):
+        return None
+    others = others or {}
+    owner = next((other for other in manifest.parts if other is not part
+                  and not all(value is None for value in other.recorded())
+                  and _matches(other.recorded(), actual, has_time)), None)
+    if owner is None:
+        return Problem("MAN015", part.relative_path, f"holds {_describe(actual)}, the manifest records {_describe(recorded)}")
+    theirs = others.get(owner.path)
+    if theirs is not None and _matches(owner.recorded(), *theirs):
+        return Problem("MAN008", part.relative_path, f"holds the frames recorded for {owner.relative_path} "
+                                                     f"({_describe(actual)}): a copy of that part")
+    how = "swapped" if theirs is not None and _matches(recorded, *theirs) else "swapped with or copied from it"
+    return Problem("MAN009", part.relative_path, f"holds the frames recorded for {owner.relative_path} "
+                                                 f"({_describe(actual)}), not its own ({_describe(recorded)}): {how}")
 
 
 def _same_time(a, b):

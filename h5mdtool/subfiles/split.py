@@ -40,11 +40,11 @@ from ..parallel.outputs import (
 )
 from ..parallel.progress import progress_bar
 from ..parallel.testhooks import delay
-from .manifest import MANIFEST_KIND, MANIFEST_NAME, write_manifest
+from .manifest import MANIFEST_KIND, MANIFEST_NAME, checksum_text, file_checksum, new_checksum, write_manifest
 
 #: Version of the manifest this module writes (2: parts carry their first and last step and
-#: time, and the manifest lists what was dropped).
-MANIFEST_VERSION = 2
+#: time, and the manifest lists what was dropped; 3: parts carry a checksum of their bytes).
+MANIFEST_VERSION = 3
 FORMATS = ("same", "h5md")
 EXTENSIONS = {"XTC": ".xtc", "TRR": ".trr", "DCD": ".dcd", "H5MD": ".h5md"}
 COPY_BUFFER = 16 * 1024**2
@@ -371,27 +371,25 @@ def _check_dcd_part(index, headers, name, frames):
         )
 
 
-def _copy_range(source, target, begin, end):
-    """Append bytes ``[begin, end)`` of the open file *source* to the open file *target*."""
+def _copy_range(source, target, begin, end, hasher):
+    """Append bytes ``[begin, end)`` of the open file *source* to the open file *target*,
+    feeding them to *hasher* on the way (the part's checksum costs no second read)."""
     remaining = end - begin
-    position = begin
+    source.seek(begin)
     while remaining > 0:
-        try:
-            sent = os.copy_file_range(source.fileno(), target.fileno(), remaining, position)
-        except (AttributeError, OSError):
-            source.seek(position)
-            sent = target.write(source.read(min(remaining, COPY_BUFFER)))
-        if sent == 0:
+        block = source.read(min(remaining, COPY_BUFFER))
+        if not block:
             raise InputError(f"{source.name}: ends before byte {end} (file changed or truncated?)")
-        position += sent
-        remaining -= sent
+        hasher.update(block)
+        target.write(block)
+        remaining -= len(block)
 
 
 def _xdr_byte_range(segment, first, last):
     return int(segment.offsets[first]), int(segment.offsets[last + 1])
 
 
-def _write_dcd_part(path, plan, frames, label):
+def _write_dcd_part(path, plan, frames, label, hasher):
     """A DCD part: its first segment's header with NSET, ISTART, NSAVC and NSTEP patched, then frames.
 
     :func:`_check_dcd_part` made sure every segment of the part shares that header and the
@@ -408,23 +406,22 @@ def _write_dcd_part(path, plan, frames, label):
     with open(path, "wb") as target:
         preallocate(path, header.header_size + n_frames * header.frame_size, label)
         target.write(head)
+        hasher.update(head)
         for number, first, last in runs:
             own = plan.dcd_headers[number]
             with open(plan.index.segments[number].path, "rb") as source:
-                target.flush()
                 _copy_range(source, target, own.header_size + first * own.frame_size,
-                            own.header_size + (last + 1) * own.frame_size)
+                            own.header_size + (last + 1) * own.frame_size, hasher)
 
 
-def _write_xdr_part(path, plan, frames, label):
+def _write_xdr_part(path, plan, frames, label, hasher):
     runs = _runs(plan.index, frames)
     ranges = [_xdr_byte_range(plan.index.segments[number], first, last) for number, first, last in runs]
     with open(path, "wb") as target:
         preallocate(path, sum(end - begin for begin, end in ranges), label)
         for (number, _, _), (begin, end) in zip(runs, ranges):
             with open(plan.index.segments[number].path, "rb") as source:
-                target.flush()
-                _copy_range(source, target, begin, end)
+                _copy_range(source, target, begin, end, hasher)
 
 
 def _write_h5md_part(path, plan, number, label):
@@ -465,19 +462,21 @@ def _part_clock(index, frames):
 
 
 def _write_part(plan, number):
-    """Write part *number* into the temporary directory; return its size and clock."""
+    """Write part *number* into the temporary directory; return its size, clock and checksum."""
     frames = plan.part_frames(number)
     path = os.path.join(plan.temporary, plan.names[number])
     label = os.path.join(plan.output, plan.names[number])
     with write_failures_reported(path, label):
         if plan.part_format == "H5MD":
             _write_h5md_part(path, plan, number, label)
-        elif plan.part_format == "DCD":
-            _write_dcd_part(path, plan, frames, label)
+            checksum = file_checksum(path)  # HDF5 writes the file: hashed once complete
         else:
-            _write_xdr_part(path, plan, frames, label)
+            hasher = new_checksum()
+            write = _write_dcd_part if plan.part_format == "DCD" else _write_xdr_part
+            write(path, plan, frames, label, hasher)
+            checksum = checksum_text(hasher)
         size = os.path.getsize(path)
-    return dict(bytes=size, **_part_clock(plan.index, frames))
+    return dict(bytes=size, checksum=checksum, **_part_clock(plan.index, frames))
 
 
 def _create_directories(plan):

@@ -182,8 +182,10 @@ def check_straggler_report(report, n_ranks, delayed):
     assert entry["times_fastest"] > 2
     slow = report["ranks"][1]
     others = [r for r in report["ranks"] if r["rank"] != 1]
-    # the fast ranks waited for the slow one: their wait is what it spent on its extra work
-    assert all(r["t_wait"] > 0.5 * delayed for r in others) and slow["t_wait"] < 0.1 * delayed
+    # the fast ranks waited for the slow one: their wait is what it spent on its extra work;
+    # the slow one waited only for rank 0's serial part (inspection and setup) and at start
+    assert all(r["t_wait"] > 0.5 * delayed for r in others)
+    assert slow["t_wait"] < 0.5 * delayed
     # everybody ends together: within 10% (on a loaded machine ranks leave the final collective
     # up to a few tenths of a second apart; a straggler's lead is 2x)
     totals = [r["t_total"] for r in report["ranks"]]

@@ -61,7 +61,8 @@ def test_scaling_against_a_measured_one_rank_run(template):
     result = bench_report(reports)
     rows = result["rows"]
     assert [row["n_ranks"] for row in rows] == [1, 2, 4]
-    assert result["baseline"] == {"n_ranks": 1, "t_total": rows[0]["t_total"], "measured": True}
+    assert result["baseline"] == {"n_ranks": 1, "t_total": rows[0]["t_total"], "measured": True,
+                                  "serial_fraction": rows[0]["t_serial"] / rows[0]["t_total"]}
     for row in rows:
         assert row["speedup"] == pytest.approx(rows[0]["t_total"] / row["t_total"])
         assert row["efficiency"] == pytest.approx(row["speedup"] / row["n_ranks"])
@@ -153,7 +154,8 @@ def test_cli_table_csv_json_and_assumed_marks(tmp_path, template):
     assert "baseline: assumed" in result.output and "1.00*" in result.output
     result = CliRunner().invoke(cli, ["bench", "report", *paths, "--csv"])
     lines = result.output.strip().splitlines()
-    assert lines[0].startswith("n_ranks,t_total,speedup,efficiency,t_init_top") and lines[0].endswith("baseline_measured")
+    assert lines[0].startswith("n_ranks,t_total,speedup,efficiency,t_serial,parallel_efficiency,t_init_top")
+    assert lines[0].endswith("baseline_measured")
     assert lines[1].startswith("2,") and lines[1].endswith(",false")
     document = json.loads(CliRunner().invoke(cli, ["bench", "report", *paths, "--json"]).output)
     assert document["mode"] == "scaling" and len(document["rows"]) == 2

@@ -119,6 +119,16 @@ def recipes():
             Case("validate", [timed, untimed], NAMES, {"mutation": None, "on_overlap": "drop"}, cli=True),
             "two H5MD segments, one without time, validate --against them: refused in one line "
             "(make fuzz case 1593)"),
+        "bench-split-swapped-parts": (
+            Case("bench", [_xtc(n_frames=6)], NAMES, {"select": "all", "ref_frame": 0, "engine": "blocks",
+                                                      "block_frames": 2, "input": "split-swapped"}, cli=True),
+            "an XTC split in 3 parts, the first and last part files swapped (recorded sizes made to "
+            "match): bench rmsd refuses in one line"),
+        "bench-split-copied-parts": (
+            Case("bench", [_h5md()], NAMES, {"select": "all", "ref_frame": -1, "engine": "frames",
+                                             "block_frames": 1, "input": "split-copied"}, cli=True),
+            "an H5MD file split in 3 H5MD parts, the first copied over the last (recorded sizes made "
+            "to match), bench rmsd --engine frames: refused in one line"),
         "bench-frames-split-trr-without-positions": (
             Case("bench", [parts_without_positions], NAMES,
                  {"select": "all", "ref_frame": 0, "engine": "frames", "block_frames": 1, "input": "split"}),

@@ -301,9 +301,46 @@ def _bench_plan(case, expected):
         # MDAnalysis's H5MDReader indexes step[frame] and box/edges/value[frame]: a fixed
         # step (make fuzz case 602) or a fixed box (case 496, seed 3731942123) fails
         reasons.append("engine frames on an H5MD file MDAnalysis cannot read frame by frame")
+    if options.get("input") in DAMAGED_PARTS:
+        return Plan("refuse", [DAMAGED_PARTS[options["input"]]], "bad-input", expected)
     if reasons:
         result.must, result.reasons = "either", reasons
     return result
+
+
+#: bench inputs made of split parts damaged on purpose: the refusal each must bring.
+DAMAGED_PARTS = {"split-swapped": "the first and last part files swapped (their recorded sizes made to match)",
+                 "split-copied": "the first part file copied over the last (its recorded size made to match)"}
+
+
+def damage_parts(manifest_path, kind):
+    """Swap the first and last part files of a split (``split-swapped``) or copy the first over
+    the last (``split-copied``), then record the sizes now on disk, so that only a check of
+    what the parts hold can tell.
+
+    Raises
+    ------
+    Unusable
+        One part only, or two parts that record the same steps and times (nothing to tell).
+    """
+    with open(manifest_path) as handle:
+        document = json.load(handle)
+    parts = document["parts"]
+    clock = ("first_step", "last_step", "first_time", "last_time")
+    if len(parts) < 2 or [parts[0].get(k) for k in clock] == [parts[-1].get(k) for k in clock]:
+        raise Unusable(f"{kind}: {len(parts)} part(s) that do not tell apart")
+    directory = os.path.dirname(manifest_path)
+    first, last = (os.path.join(directory, part["path"]) for part in (parts[0], parts[-1]))
+    if kind == "split-swapped":
+        os.rename(first, first + ".swap")
+        os.rename(last, first)
+        os.rename(first + ".swap", last)
+    else:
+        shutil.copyfile(first, last)
+    for part in (parts[0], parts[-1]):
+        part["bytes"] = os.path.getsize(os.path.join(directory, part["path"]))
+    with open(manifest_path, "w") as handle:
+        json.dump(document, handle)
 
 
 # -- preparation of extra inputs ---------------------------------------------------------
@@ -323,7 +360,8 @@ def prepare(case, the_plan, serial_pool, timeout):
         case.prepared["change"] = write_reference_copy(expected, path, case.options.get("mutation"))
     elif case.command == "bench":
         kind = case.options.get("input", "source")
-        if kind == "source" or the_plan.must == "refuse":
+        damaged = kind in DAMAGED_PARTS and the_plan.reasons == [DAMAGED_PARTS[kind]]
+        if kind == "source" or (the_plan.must == "refuse" and not damaged):
             case.prepared["bench_input"] = case.inputs[0]
             return
         if kind == "converted":
@@ -334,10 +372,14 @@ def prepare(case, the_plan, serial_pool, timeout):
             target = os.path.join(case.directory, "bench-parts")
             call = {"function": "split", "args": [case.inputs, target, min(3, the_plan.expected.n_frames)],
                     "kwargs": {"progress": False, "input_format": input_format(case)}}
+            if damaged and case.segments[0].format not in ("xtc", "trr", "dcd"):
+                call["kwargs"]["format"] = "h5md"  # parts of other sources are H5MD files
             target = os.path.join(target, "manifest.json")
         outcome = serial_pool.call(call, timeout)
         if outcome["status"] != "done" or outcome["ranks"][0]["status"] != "ok":
             raise Unusable(f"cannot make the bench input ({kind}): {outcome}")
+        if kind in DAMAGED_PARTS:
+            damage_parts(target, kind)
         case.prepared["bench_input"] = target
 
 

@@ -451,7 +451,10 @@ def bench_options(draw, n_frames):
         "ref_frame": draw(st.sampled_from((0, 0, 0, -1, -1, n_frames // 2, n_frames // 3, n_frames, -n_frames - 1))),
         "engine": draw(st.sampled_from(("blocks", "blocks", "frames"))),
         "block_frames": draw(st.sampled_from((1, 3, 1024, max(1, n_frames - 1)))),
-        "input": draw(st.sampled_from(("source", "source", "converted", "split"))),
+        # split-swapped, split-copied: two parts' files swapped or one copied over another
+        # (sizes in the manifest made to match): bench must refuse before reading
+        "input": draw(st.sampled_from(("source", "source", "converted", "split", "split", "split-swapped",
+                                       "split-copied"))),
     }
 
 

@@ -54,7 +54,9 @@ def test_expected_errors_allow_frames_a_coarse_precision_rounds_to_zero():
                                   "validate-against-segments-with-and-without-time",
                                   "split-same-dcd-with-and-without-cells",
                                   "precision-positions-beyond-int32",
-                                  "bench-frames-h5md-fixed-box"])
+                                  "bench-frames-h5md-fixed-box",
+                                  "bench-split-swapped-parts",
+                                  "bench-split-copied-parts"])
 def test_harness_regressions_pass(tmp_path, name):
     """make fuzz cases 1633 (seed 3993108589), 1593 (seed 100494247), 1279 (seed
     3846512740), 249 (seed 1375767528) and 496 (seed 3731942123), rebuilt by hand

@@ -90,7 +90,7 @@ DOCUMENT_CASES = {
     "unknown format": (lambda d: d.__setitem__("format", "GRO"), "MAN014"),
     "parts of another format": (lambda d: d.__setitem__("format", "TRR"), "MAN014"),
     "n_frames is not stop - start": (lambda d: d["parts"][1].__setitem__("n_frames", 24), "MAN005"),
-    "unsupported version": (lambda d: d.__setitem__("manifest_version", 3), "MAN001"),
+    "unsupported version": (lambda d: d.__setitem__("manifest_version", 4), "MAN001"),
     "version as a boolean": (lambda d: d.__setitem__("manifest_version", True), "MAN001"),
     "another kind": (lambda d: d.__setitem__("kind", "something"), "MAN001"),
     "no parts field": (lambda d: d.pop("parts"), "MAN001"),

@@ -132,7 +132,7 @@ def test_manifest_contents(tmp_path, solvated):
     outdir = tmp_path / "parts"
     split(solvated["XTC"], str(outdir), 3, progress=False)
     document = json.loads((outdir / "manifest.json").read_text())
-    assert document["manifest_version"] == 2 and document["kind"] == "h5mdtool-split"
+    assert document["manifest_version"] == 3 and document["kind"] == "h5mdtool-split"
     assert document["n_frames"] == 10 and document["n_atoms"] == 47681 and document["format"] == "XTC"
     assert document["source"][0]["size"] == os.path.getsize(solvated["XTC"])
     assert [(p["start"], p["stop"]) for p in document["parts"]] == [(0, 4), (4, 7), (7, 10)]

@@ -379,7 +379,7 @@ def test_manifest_version_2_records_each_parts_steps_and_times(comm, shared_tmp,
     split(solvated[fmt], outdir, 3, comm=comm, format=part_format, progress=False)
     comm.Barrier()
     document = written(outdir)
-    assert document["manifest_version"] == 2 and document["dropped"] == []
+    assert document["manifest_version"] == 3 and document["dropped"] == []
     whole = mda.Universe(solvated["topology"], solvated[fmt])
     for part in document["parts"]:
         first, last = whole.trajectory[part["start"]], None
