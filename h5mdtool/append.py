@@ -31,6 +31,7 @@ import time
 
 import numpy as np
 
+from .codecs import codec
 from .convert import ConvertPlan
 from .errors import InputError, OutputError, OverlapError, UsageError
 from .formats import check_trajectory, load_decoders, scan
@@ -149,6 +150,10 @@ def _plan(comm, inputs, target, *, on_overlap, on_truncated, format, velocities,
             late = _allocated_late(handle[PARTICLES]) if comm.size > 1 else None
     except (OSError, KeyError, ValueError, TypeError) as error:
         raise InputError(f"{target}: cannot be appended to ({error})") from None
+    if comm.size > 1 and not codec(layout.compression).parallel:
+        raise InputError(f"{target} is compressed with {layout.compression}, which parallel HDF5 cannot write (it "
+                         f"corrupts the chunks {layout.compression} leaves uncompressed): append without mpirun, or "
+                         "convert the file again with --compression gzip or zstd")
     if late is not None:
         raise InputError(f"{target}: {late} is uncompressed and was made by one process with its chunks allocated "
                          "when first written (as h5mdtool made them before it asked HDF5 to allocate early), which "
@@ -260,12 +265,71 @@ def _publish(copy, target, summary):
     publish(copy, os.path.realpath(target))  # through a symbolic link: the file it names grows
 
 
+def _sizes(plan, groups):
+    """The row count of each element group once the new frames are in."""
+    return [n_rows + len(frames) for (_, _, _, n_rows), (_, frames) in zip(groups, plan.groups)]
+
+
+def _allocate_new_chunks(copy, target, groups, sizes):
+    """Rank 0, before a parallel append: grow the copy's datasets and store every chunk of
+    the new rows that HDF5 would allocate only when first written; how many were stored.
+
+    Parallel HDF5 1.10.8 allocates a dataset's chunks early and writes compressed chunks
+    assuming they are: into the unallocated chunks of a compressed dataset a serial HDF5
+    created (its default, chunks allocated when first written), the collective write fails
+    (``addr overflow, addr = 18446744073709551615``: it reads a partial chunk that has no
+    address) or hangs (one-frame chunks). Storing each such chunk once, as the dataset's own
+    encoding of zeros (a few hundred bytes: encoded once by HDF5, then copied with direct
+    chunk writes), makes the file what parallel HDF5 expects; the collective write then
+    replaces those chunks.
+    """
+    import h5py
+
+    from .chunkcodec import row_offsets
+
+    stored = 0
+    with write_failures_reported(copy, target, UNCHANGED), closing_h5(h5py.File(copy, "r+")) as handle:
+        for (fields, paths, step_path, n_rows), size in zip(groups, sizes):
+            element = handle[step_path].parent
+            datasets = [handle[path] for path in paths.values()] + [element["step"]]
+            datasets += [element["time"]] if "time" in element else []
+            for dataset in datasets:
+                if dataset.shape[0] != size:
+                    dataset.resize((size,) + dataset.shape[1:])
+                if not _allocated_when_written(dataset):
+                    continue
+                zeros = None
+                rows = dataset.chunks[0]
+                for first in range(n_rows - n_rows % rows, size, rows):
+                    for offset in row_offsets(dataset):
+                        corner = (first,) + offset
+                        if dataset.id.get_chunk_info_by_coord(corner).byte_offset is not None:
+                            continue
+                        if zeros is None:  # HDF5 encodes it once, with the dataset's own filters
+                            dataset[tuple(slice(c, min(c + n, s)) for c, n, s
+                                          in zip(corner, dataset.chunks, dataset.shape))] = 0
+                            zeros = dataset.id.read_direct_chunk(corner)
+                        else:
+                            dataset.id.write_direct_chunk(corner, zeros[1], filter_mask=zeros[0])
+                        stored += 1
+    return stored
+
+
+def _allocated_when_written(dataset):
+    """Whether HDF5 allocates the chunks of growable *dataset* only when they are first written."""
+    import h5py
+
+    if dataset.chunks is None or dataset.maxshape[0] is not None:
+        return False
+    return dataset.id.get_create_plist().get_alloc_time() != h5py.h5d.ALLOC_TIME_EARLY
+
+
 def _extend(plan, groups, comm, bar, block_bytes, target):
     """Collective: grow the copy's datasets and write the new frames (after FILE's last full chunk)."""
     from .convert import _write_group
     from .formats import TrajectoryReader
 
-    sizes = [n_rows + len(frames) for (_, _, _, n_rows), (_, frames) in zip(groups, plan.groups)]
+    sizes = _sizes(plan, groups)
     h5file = open_h5(plan.temporary, "r+", comm, rdcc_nbytes=0)
     try:
         writer = TrajectoryWriter.extend(h5file, [(fields, paths) for fields, paths, _, _ in groups], sizes, comm)
@@ -338,6 +402,8 @@ def append(inputs, target, *, comm=None, on_overlap="error", on_truncated="error
                    "notes": notes}
         with cleanup_on_abort(lambda: remove_quietly(plan.temporary)):
             summary["copy"] = root_call(comm, _clone, target, plan.temporary)
+            if comm.size > 1:
+                root_call(comm, _allocate_new_chunks, plan.temporary, target, groups, _sizes(plan, groups))
             with progress_bar(sum(added), "append", comm, enabled=progress) as bar:
                 _extend(plan, groups, comm, bar, block_bytes, target)
             root_call(comm, _publish, plan.temporary, target, summary)
