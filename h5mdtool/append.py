@@ -5,7 +5,8 @@ The new frames must follow the file's last step (overlapping frames are refused;
 superseding them; with ``--on-overlap first`` the new frames the file holds are dropped) and
 hold what the file holds: the same atoms (the file's ``id``
 selects them from a full system), the same elements sampled alike, time when the file has
-it, a box when the file has one. They are stored exactly as the file stores its frames: same
+it, a box only where the file has one (frames without one get zero edges and a note, as in a
+convert of all segments at once). They are stored exactly as the file stores its frames: same
 chunks, codec and encodings.
 
 How an interrupted append leaves the file: all the new frames, or none. HDF5 has no
@@ -32,7 +33,7 @@ import time
 import numpy as np
 
 from .codecs import codec
-from .convert import ConvertPlan
+from .convert import ConvertPlan, missing_box_note
 from .errors import InputError, OutputError, OverlapError, UsageError
 from .formats import check_trajectory, load_decoders, scan
 from .layout import Layout
@@ -217,6 +218,12 @@ def _plan(comm, inputs, target, *, on_overlap, on_truncated, format, velocities,
     order = {tuple(sorted(f)): number for number, (f, _) in enumerate(new_groups)}
     plan_groups = [new_groups[order[tuple(sorted(fields))]] for fields, _, _, _ in groups]
     plan_groups = [(fields, group_frames) for (fields, _, _, _), (_, group_frames) in zip(groups, plan_groups)]
+    if has_box:
+        box = index.fields.get("box")
+        position_frames = next(group_frames for fields, group_frames in plan_groups if "box" in fields)
+        missing = len(position_frames) if box is None else int((~box[position_frames]).sum())
+        if missing:
+            notes.append(missing_box_note(missing))
     provenance = base_record(comm, command)
     provenance.update(inputs=index.describe(), layout=layout.describe(), fields=wanted)
     try:

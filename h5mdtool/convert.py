@@ -93,6 +93,12 @@ class ConvertPlan:
         return self.index.n_atoms if self.atom_indices is None else len(self.atom_indices)
 
 
+def missing_box_note(count):
+    """The note on *count* frames stored with zero box edges among frames with a box."""
+    return (f"{count} frame(s) without a box are stored with zero edges "
+            "(the XTC/TRR convention, read by MDAnalysis as no box)")
+
+
 def _notes(index, frames, groups, fields_asked):
     """What the user must know about how the data were kept: drops, own sampling, boxes."""
     notes = []
@@ -136,8 +142,7 @@ def _notes(index, frames, groups, fields_asked):
     if box is not None and "box" in groups[0][0]:
         missing = int((~box[position_frames]).sum())
         if missing:
-            notes.append(f"{missing} frame(s) without a box are stored with zero edges "
-                         "(the XTC/TRR convention, read by MDAnalysis as no box)")
+            notes.append(missing_box_note(missing))
     for segment in index.segments:
         if segment.details.get("time_recorded") is False:
             notes.append(f"{segment.path} records no time: its times are MDAnalysis's default for the format "

@@ -367,3 +367,40 @@ def test_a_second_append_while_one_runs_is_refused_not_lost(tmp_path, segments, 
     for name in a:
         np.testing.assert_array_equal(b[name], a[name], err_msg=name)
     assert sorted(os.listdir(tmp_path)) == ["g.h5md", "marks", "whole.h5md"]
+
+
+@pytest.mark.parametrize("boxless", ["all", "some"])
+def test_new_frames_without_a_box_are_stored_as_one_convert_stores_them_and_said(tmp_path, segments, adk_frames,
+                                                                                 boxless):
+    """A segment without a box (or with one in some frames) appended to a file with a box got
+    zero edges without a word. It now gets what converting everything at once gives (zero
+    edges, the XTC/TRR convention, which MDAnalysis reads as no box) and the same note."""
+    from MDAnalysis.lib.formats.libmdaxdr import XTCFile
+
+    from formats_oracle import mdanalysis_reader
+
+    frames = np.arange(37, 70)
+    new = str(tmp_path / "new.xtc")
+    with XTCFile(new, "w") as handle:
+        for number, i in enumerate(frames):
+            box = np.zeros((3, 3), np.float32) if boxless == "all" or number % 3 == 1 else np.diag([6.0] * 3)
+            handle.write(adk_frames[i], box.astype(np.float32), int(i) * 10, float(i) * 2.0)
+    missing = len(frames) if boxless == "all" else len(frames[1::3])
+    grown, whole = str(tmp_path / "grown.h5md"), str(tmp_path / "whole.h5md")
+    convert(segments["xtc"][0], grown, progress=False)
+    expected = convert([segments["xtc"][0], new], whole, progress=False)
+    summary = append(new, grown, progress=False)
+    note = f"{missing} frame(s) without a box are stored with zero edges"
+    assert [n for n in summary["notes"] if note in n] and [n for n in expected["notes"] if note in n]
+    a, b = datasets(whole), datasets(grown)
+    for name in a:
+        np.testing.assert_array_equal(b[name], a[name], err_msg=name)
+    source = mdanalysis_reader(new)
+    copy = mdanalysis_reader(grown, "H5MD")
+    for number, ts in enumerate(source):
+        copied = copy[37 + number].dimensions
+        if ts.dimensions is None:
+            assert copied is None or not np.any(copied[:3])
+        else:
+            np.testing.assert_allclose(copied, ts.dimensions, rtol=1e-6)
+    assert not validate_file(grown, "all").errors
