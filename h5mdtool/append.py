@@ -22,12 +22,14 @@ works on a copy and publishes it with one rename:
 3. Rank 0 records the append in the provenance and renames the copy over FILE.
 
 A run stopped before step 3 (an error, Ctrl-C, SIGTERM, a killed rank) leaves FILE as it
-was; the temporary is removed on errors and signals (a ``kill -9`` of every rank leaves it,
-hidden, as for any h5mdtool output).
+was; the temporary is removed on errors and signals. A ``kill -9`` can leave it, hidden, with
+the lock, which names every process of the append and the temporary: once none of those
+processes runs, the next append (or convert to FILE) removes both and says so.
 """
 
 import json
 import os
+import socket
 import time
 
 import numpy as np
@@ -121,14 +123,18 @@ def _allocated_late(group):
     return found[0] if found else None
 
 
-def _lock(target):
-    """Rank 0: the lock that keeps a second append to FILE from losing this one's frames."""
+def _lock(target, holders):
+    """Rank 0: the lock that keeps a second append to FILE from losing this one's frames,
+    naming every process of this append (*holders*) and the working copy; (lock, working
+    copy, note on a stale lock cleared first)."""
     if not os.path.isfile(target):
         raise InputError(f"{target}: no such file to append to")
-    return claim_for_update(target)
+    temporary = temporary_name(os.path.realpath(target))
+    lock, note = claim_for_update(target, holders=holders, copy=temporary)
+    return lock, temporary, note
 
 
-def _plan(comm, inputs, target, *, on_overlap, on_truncated, format, velocities, forces, command):
+def _plan(comm, inputs, target, temporary, *, on_overlap, on_truncated, format, velocities, forces, command):
     """Rank 0: check FILE and the new frames; the plan of the temporary file."""
     import h5py
 
@@ -232,7 +238,7 @@ def _plan(comm, inputs, target, *, on_overlap, on_truncated, format, velocities,
     except (OSError, KeyError, ValueError, TypeError) as error:
         raise InputError(f"{target}: cannot be appended to ({error})") from None
     plan = ConvertPlan(index=index, layout=layout, frames=range(0), atom_indices=atom_indices, groups=plan_groups,
-                       temporary=temporary_name(os.path.realpath(target)), output=os.path.abspath(target), provenance=provenance,
+                       temporary=temporary, output=os.path.abspath(target), provenance=provenance,
                        lead=leads)
     return plan, groups, notes
 
@@ -398,11 +404,13 @@ def append(inputs, target, *, comm=None, on_overlap="error", on_truncated="error
     require_parallel_h5py(comm)
     if comm.rank != 0:
         load_decoders(inputs, format)
-    lock = root_call(comm, _lock, target)
+    holders = comm.allgather((socket.gethostname(), os.getpid()))
+    lock, temporary, stale = root_call(comm, _lock, target, holders)
     with cleanup_on_abort(lambda: remove_quietly(lock)):
-        plan, groups, notes = root_call(comm, _plan, comm, inputs, target, on_overlap=on_overlap,
+        plan, groups, notes = root_call(comm, _plan, comm, inputs, target, temporary, on_overlap=on_overlap,
                                         on_truncated=on_truncated, format=format, velocities=velocities,
                                         forces=forces, command=command)
+        notes = ([stale] if stale else []) + notes
         added = [len(frames) for _, frames in plan.groups]
         summary = {"created": plan.provenance["created"], "command": plan.provenance["command"],
                    "inputs": plan.provenance["inputs"], "frames_added": added, "n_ranks": comm.size,

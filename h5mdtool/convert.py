@@ -36,8 +36,8 @@ from .mpi import (
     require_parallel_h5py,
     root_call,
 )
-from .outputs import (check_output_file, is_write_failure, lfs_setstripe, preallocate, publish, remove_quietly,
-                      system_reason, temporary_name, write_failure, write_failures_reported)
+from .outputs import (check_output_file, clear_stale_lock, is_write_failure, lfs_setstripe, preallocate, publish,
+                      remove_quietly, system_reason, temporary_name, write_failure, write_failures_reported)
 from .progress import progress_bar
 from .provenance import base_record
 from .testhooks import delay
@@ -189,6 +189,7 @@ def _plan(comm, inputs, output, *, topology, select, index_file, atom_indices_fi
     """Rank 0: check the output, scan inputs, select atoms and frames, group the elements."""
     check_one_selection(start, stop, step, begin, end, dt)
     check_output_file(output, inputs, force)
+    stale = clear_stale_lock(output)
     index = scan(inputs, on_overlap=on_overlap, format=format, on_truncated=on_truncated, group=group)
     layout.resolve_precision(index)
     frames = select_trajectory_frames(index, start, stop, step, begin, end, dt)
@@ -208,7 +209,7 @@ def _plan(comm, inputs, output, *, topology, select, index_file, atom_indices_fi
     if index.has("box") and index.fields["box"][frames].any():
         fields.append("box")
     groups = index.element_groups(frames, fields)
-    notes = _notes(index, frames, groups, fields)
+    notes = ([stale] if stale else []) + _notes(index, frames, groups, fields)
     record = base_record(comm, command)
     record.update(
         inputs=index.describe(),
