@@ -293,11 +293,46 @@ def carry_over(source, destination, particle_group, steps=None, atoms=None, n_at
             for element in src[path]:
                 if element not in REWRITTEN:
                     copier.element(f"{path}/{element}", f"{PARTICLES}/{element}", per_particle=True)
+        _relink_series(src, dst, particle_group)
         record = json.loads(_text(dst[PROVENANCE].attrs["json"]))
         record["relayout"] = {"source_creator": creator, "copied": copier.copied, "reduced": copier.reduced,
                               "skipped": copier.skipped}
         dst[PROVENANCE].attrs["json"] = json.dumps(record, sort_keys=True)
     return record["relayout"]
+
+
+def _relink_series(src, dst, particle_group):
+    """Hard-link again the copied ``step`` and ``time`` datasets that are one object in the
+    source (an element sharing its position's step and time, as H5MD asks of ``box/edges``):
+    each element is copied on its own, which makes separate datasets of them."""
+    import h5py
+
+    copies = {}
+
+    def visit(name, link):  # every link, not every object once: a hard-linked series has several names
+        if not isinstance(link, h5py.HardLink) or name.rsplit("/", 1)[-1] not in ("step", "time"):
+            return
+        obj = src[name]
+        if not isinstance(obj, h5py.Dataset):
+            return
+        if name.startswith(particle_group + "/"):
+            element = name[len(particle_group) + 1:].split("/", 1)[0]
+            if element in REWRITTEN:
+                return
+            name = PARTICLES + name[len(particle_group):]
+        if name in dst:
+            copies.setdefault(hash(obj.id), []).append(name)
+
+    src.visititems_links(visit)
+    for first, *others in copies.values():
+        kept = dst[first]
+        for name in others:
+            copy = dst[name]
+            if copy.id == kept.id or copy.shape != kept.shape or copy.dtype != kept.dtype \
+                    or dict(copy.attrs) != dict(kept.attrs) or not np.array_equal(copy[()], kept[()]):
+                continue
+            del dst[name]
+            dst[name] = kept
 
 
 def _ensure_box(source_group, group, path, copier):

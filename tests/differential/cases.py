@@ -109,6 +109,7 @@ _FLAGS = {
     "stripe_size": "--stripe-size", "block_bytes": "--block-size", "format": "--format", "ref_frame": "--ref-frame",
     "engine": "--engine", "block_frames": "--block-frames", "begin": "-b", "end": "-e", "dt": "--dt",
     "input_format": "--input-format", "against_format": "--against-format", "threads": "--threads",
+    "group": "--group",
 }
 
 

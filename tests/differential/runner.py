@@ -373,6 +373,7 @@ def _judge_convert(case, the_plan, summary, ranks):
                             want_velocities=options.get("velocities", True), want_forces=options.get("forces", True),
                             summary=summary)
     failures += _check_carried_over(case, document)
+    failures += check_copied_attributes(case, path)
     position_frames = int(the_plan.expected.positions.mask.sum())
     if summary is not None and summary.get("n_frames") != position_frames:
         failures.append(Failure("summary-frames", f"summary says {summary.get('n_frames')} frames, expected {position_frames} "
@@ -432,6 +433,32 @@ def _check_carried_over(case, document):
     return failures
 
 
+def check_copied_attributes(case, path):
+    """H5MD input: every group and dataset carried over into the output *path* (other particle
+    groups, /parameters, /observables, /connectivity) keeps the attributes it has in the source."""
+    import h5py
+
+    source = case.segments[0]
+    if len(case.segments) != 1 or source.format != "h5md":
+        return []
+    failures = []
+    with h5py.File(case.inputs[0], "r") as src, h5py.File(path, "r") as out:
+        roots = [f"particles/{name}" for name in src.get("particles", {}) if name != source.group_name]
+        roots += [name for name in ("parameters", "observables", "connectivity") if name in src]
+        for root in roots:
+            paths = [root]
+            src[root].visit(lambda name: paths.append(f"{root}/{name}"))
+            for name in paths:
+                if name.startswith("parameters/h5mdtool") or name not in out:
+                    continue  # h5mdtool's own record; objects left out are said in the provenance
+                want, got = src[name].attrs, out[name].attrs
+                lost = [key for key in want if key != "offset"  # a fixed step or time follows the kept frames
+                        and (key not in got or not np.array_equal(np.asarray(got[key]), np.asarray(want[key])))]
+                if lost:
+                    failures.append(Failure("attributes-dropped", f"/{name} lost or changed attribute(s) {lost}"))
+    return failures
+
+
 def _same_bonds(bonds, source_bonds, atoms):
     position = {int(a): i for i, a in enumerate(atoms)}
     kept = [(position[a], position[b]) for a, b in source_bonds.tolist() if a in position and b in position]
@@ -467,6 +494,7 @@ def _judge_split(case, the_plan, summary, ranks):
                 failures += [Failure(f.kind, f"{label}: {f.message}") for f in compare_frames(got, want)]
             else:
                 failures += check_frames(read_output(path), want, precision=case.options.get("precision"), label=label)
+                failures += [Failure(f.kind, f"{label}: {f.message}") for f in check_copied_attributes(case, path)]
         except Exception as error:  # noqa: BLE001
             failures.append(Failure("split-part-unreadable", f"{label}: {type(error).__name__}: {str(error)[:200]}"))
     if sum(sizes) != expected.n_frames:

@@ -288,6 +288,8 @@ def _h5md_layout(draw, rng, spec, common):
         if draw(st.integers(0, 4)) == 0:
             extras.append(extra)
     spec.extras = tuple(extras)
+    if "other_group" in extras:
+        spec.extra["other_box"] = draw(st.sampled_from(("empty", "edges")))
     if "connectivity" in extras:
         pairs = max(1, spec.n_atoms - 1)
         spec.bonds = np.stack([np.arange(pairs), np.minimum(np.arange(pairs) + 1, spec.n_atoms - 1)], axis=1)
@@ -393,6 +395,8 @@ def convert_options(draw, segments, names):
             options["select"] = draw(st.sampled_from(SELECTIONS))
     if len(segments) > 1:
         options["on_overlap"] = draw(st.sampled_from(OVERLAP_CHOICES))
+    if any("other_group" in s.extras for s in segments) and draw(st.booleans()):
+        options["group"] = segments[0].group_name  # the group read, named (--group)
     if draw(st.integers(0, 5)) == 0:
         options["velocities"] = False
     if draw(st.integers(0, 5)) == 0:
