@@ -105,6 +105,21 @@ def _lead(handle, paths, step_path, n_rows, chunk):
     return lead
 
 
+def _observables_per_frame(handle, n_rows):
+    """The first time-dependent ``/observables`` element of *handle* with a value for each of
+    its *n_rows* frames (a relayout carried it over), or None."""
+    import h5py
+
+    observables = handle.get("observables")
+    if not isinstance(observables, h5py.Group):
+        return None
+    for name, element in observables.items():
+        if isinstance(element, h5py.Group) and "step" in element and isinstance(element.get("value"), h5py.Dataset) \
+                and element["value"].shape[:1] == (n_rows,):
+            return element.name
+    return None
+
+
 def _allocated_late(group):
     """The first growable uncompressed dataset under *group* whose chunks HDF5 allocates when
     first written (see :func:`h5mdtool.layout.allocated_early`), or None."""
@@ -155,8 +170,13 @@ def _plan(comm, inputs, target, temporary, *, on_overlap, on_truncated, format, 
             has_time = f"{PARTICLES}/position/time" in handle
             edges_unit = next((unit_of(handle[paths["edges"]]) for _, paths, _, _ in groups if "edges" in paths), None)
             late = _allocated_late(handle[PARTICLES]) if comm.size > 1 else None
+            observed = _observables_per_frame(handle, groups[0][3])
     except (OSError, KeyError, ValueError, TypeError) as error:
         raise InputError(f"{target}: cannot be appended to ({error})") from None
+    if observed:
+        raise InputError(f"{target}: {observed} holds a value for each of its frames, which the new frames cannot "
+                         "extend (MDAnalysis reads it at every frame, so it would no longer open the file): convert "
+                         "the file and the new segments at once (only a single H5MD input carries /observables over)")
     if comm.size > 1 and not codec(layout.compression).parallel:
         raise InputError(f"{target} is compressed with {layout.compression}, which parallel HDF5 cannot write (it "
                          f"corrupts the chunks {layout.compression} leaves uncompressed): append without mpirun, or "

@@ -486,3 +486,25 @@ def test_a_lock_of_another_host_is_named_with_how_to_clear_it(tmp_path, segments
     assert done.returncode == 0, done.stderr
     assert f"note: removed the lock and its working copy {copy.name}" in done.stdout
     assert sorted(os.listdir(tmp_path)) == ["g.h5md"]
+
+
+def test_a_file_with_observables_per_frame_is_refused_before_anything_is_done(tmp_path, segments):
+    """A relayout of an H5MD file carries its /observables over, one value per frame. An
+    append grew the frames but not them, and MDAnalysis no longer opened the file (it reads
+    every observable at each frame; validate: MDA007). Refused in one line, file untouched."""
+    from formats_oracle import mdanalysis_reader
+
+    source, grown = str(tmp_path / "source.h5md"), str(tmp_path / "g.h5md")
+    convert(segments["xtc"][0], source, progress=False)
+    with h5py.File(source, "r+") as f:
+        energy = f.create_group("observables/potential_energy")
+        energy["value"] = np.linspace(-10.0, -9.0, 37)
+        energy["step"] = f[f"{TRAJ}/position/step"]
+    convert(source, grown, progress=False)
+    assert mdanalysis_reader(grown, "H5MD").n_frames == 37
+    before = hashlib.sha256(open(grown, "rb").read()).hexdigest()
+    done = run_h5mdtool(["convert", segments["xtc"][1], "--append", grown])
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert "/observables/potential_energy holds a value for each of its frames" in done.stderr
+    assert hashlib.sha256(open(grown, "rb").read()).hexdigest() == before
+    assert sorted(os.listdir(tmp_path)) == ["g.h5md", "source.h5md"]
