@@ -309,16 +309,17 @@ def _allocate_new_chunks(copy, target, groups, sizes):
 
     Parallel HDF5 1.10.8 allocates a dataset's chunks early and writes compressed chunks
     assuming they are: into the unallocated chunks of a compressed dataset a serial HDF5
-    created (its default, chunks allocated when first written), the collective write fails
-    (``addr overflow, addr = 18446744073709551615``: it reads a partial chunk that has no
-    address) or hangs (one-frame chunks). Storing each such chunk once, as the dataset's own
-    encoding of zeros (a few hundred bytes: encoded once by HDF5, then copied with direct
-    chunk writes), makes the file what parallel HDF5 expects; the collective write then
-    replaces those chunks.
+    created (its default, chunks allocated when first written), the collective write failed
+    (``addr overflow, addr = 18446744073709551615``, HDF5's undefined address) or hung.
+    Storing each such chunk once, as the dataset's own encoding of zeros (a few hundred
+    bytes: encoded once by HDF5, then copied with direct chunk writes), makes the file what
+    parallel HDF5 expects; the collective write then replaces those chunks. The datasets
+    allocated early are left to the collective resize.
     """
     import h5py
 
     from .chunkcodec import row_offsets
+    from .h5access import chunk_stored
 
     stored = 0
     with write_failures_reported(copy, target, UNCHANGED), closing_h5(h5py.File(copy, "r+")) as handle:
@@ -327,16 +328,16 @@ def _allocate_new_chunks(copy, target, groups, sizes):
             datasets = [handle[path] for path in paths.values()] + [element["step"]]
             datasets += [element["time"]] if "time" in element else []
             for dataset in datasets:
-                if dataset.shape[0] != size:
-                    dataset.resize((size,) + dataset.shape[1:])
                 if not _allocated_when_written(dataset):
                     continue
+                if dataset.shape[0] != size:
+                    dataset.resize((size,) + dataset.shape[1:])
                 zeros = None
                 rows = dataset.chunks[0]
                 for first in range(n_rows - n_rows % rows, size, rows):
                     for offset in row_offsets(dataset):
                         corner = (first,) + offset
-                        if dataset.id.get_chunk_info_by_coord(corner).byte_offset is not None:
+                        if chunk_stored(dataset, corner):  # a lookup, not a walk of the chunk index
                             continue
                         if zeros is None:  # HDF5 encodes it once, with the dataset's own filters
                             dataset[tuple(slice(c, min(c + n, s)) for c, n, s
