@@ -68,7 +68,8 @@ def unavailable_filters(dataset):
                if not h5py.h5z.filter_avail(code)]
     if not missing:
         return []
-    masks = [dataset.id.read_direct_chunk(corner)[0] for corner in _end_chunks(dataset) if chunk_stored(dataset, corner)]
+    masks = [dataset.id.read_direct_chunk(corner)[0] for corner in _end_chunks(dataset)
+             if chunk_stored(dataset, corner)]
     return [name for position, name in missing if any(not mask & (1 << position) for mask in masks)]
 
 

@@ -271,8 +271,8 @@ def test_copied_groups_keep_every_attribute(tmp_path, adk, group):
             kept += [p for p in before if p.startswith("particles/solvent")
                      and not p.startswith(("particles/solvent/box", "particles/solvent/position"))]
         for name in kept:
-            target = name.replace("particles/solvent", "particles/trajectory") if group == "solvent" and path == output \
-                else name
+            rewritten = group == "solvent" and path == output
+            target = name.replace("particles/solvent", "particles/trajectory") if rewritten else name
             missing = {key: value for key, value in before[name].items()
                        if key != "json" and after.get(target, {}).get(key) != value}
             assert not missing, (path, name, missing)
