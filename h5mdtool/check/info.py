@@ -18,7 +18,9 @@ from ..parallel.errors import InputError
 from ..parallel.mpi import entry_point, root_call
 from . import lint
 from .findings import ERROR, NOTE, WARNING, FileReport
-from .h5access import Access, heartbeat, is_dataset, is_group, isolated, join_path, open_hdf5, storage, text_of
+from .h5access import (
+    Access, heartbeat, is_dataset, is_group, isolated, join_path, open_hdf5, storage, text_of, walkable
+)
 from .validate import validate_file
 
 #: Entries of step/time read in full; longer series are summarised from their ends.
@@ -181,7 +183,7 @@ def describe_dataset(dataset, path=None):
         "filters": [name for _, name in filters],
         "plugin_filters": [name for code, name in filters if code in lint.HDF5PLUGIN_FILTERS],
         "raw_bytes": 0 if shape is None else math.prod(int(s) for s in shape) * dtype.itemsize,
-        "stored_bytes": int(dataset.id.get_storage_size()),
+        "stored_bytes": int(dataset.id.get_storage_size()) if walkable(dataset) else None,
     }
     if record["filters"] and "gzip" in record["filters"]:
         record["compression_level"] = dataset.compression_opts
@@ -200,8 +202,11 @@ def aligned_share(dataset, interval):
     """Share of *dataset*'s chunks whose file address is a multiple of *interval* bytes.
 
     At most :data:`ALIGNMENT_SAMPLE` chunks, spread evenly over the chunk grid, are looked
-    up by coordinate; chunks never written are skipped.
+    up by coordinate; chunks never written are skipped. None when the chunk index is too
+    large to walk (:data:`h5mdtool.check.h5access.WALKED_CHUNKS`: HDF5 1.10.8 walks it for each).
     """
+    if not walkable(dataset):
+        return None
     count = dataset.id.get_num_chunks()
     chunks = dataset.chunks
     grid = [-(-int(n) // int(c)) for n, c in zip(dataset.shape, chunks)]

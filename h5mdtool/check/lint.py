@@ -12,6 +12,7 @@ import math
 import os
 import shlex
 
+from ..h5md.chunkcodec import chunk_stored
 from ..parallel.sizes import human_bytes
 
 #: Filters every HDF5 library has built in (no plugin needed to read).
@@ -68,9 +69,15 @@ def unavailable_filters(dataset):
                if not h5py.h5z.filter_avail(code)]
     if not missing:
         return []
-    count = dataset.id.get_num_chunks()
-    masks = [dataset.id.get_chunk_info(i).filter_mask for i in sorted({0, count - 1}) if count]
+    masks = [dataset.id.read_direct_chunk(corner)[0] for corner in _end_chunks(dataset)
+             if chunk_stored(dataset, corner)]
     return [name for position, name in missing if any(not mask & (1 << position) for mask in masks)]
+
+
+def _end_chunks(dataset):
+    """Corners of the first and the last chunk of *dataset*'s grid."""
+    last = tuple((n - 1) // c * c for n, c in zip(dataset.shape, dataset.chunks))
+    return sorted({(0,) * dataset.ndim, last})
 
 
 def one_frame_read(shape, chunks, itemsize):

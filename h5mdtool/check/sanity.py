@@ -116,7 +116,12 @@ def readable_rows(report, dataset, path, what):
         else:
             report.add("DATA006", path, f"{what}: {shape[0]} rows declared, none stored (readers get the fill value)")
         return rows
-    report.add("DATA006", path, f"{what}: {shape[0]} rows declared, only {facts['stored_chunks']} of {facts['declared_chunks']} chunks stored, "
+    if facts["stored_chunks"] is not None:
+        stored = f"only {facts['stored_chunks']} of {facts['declared_chunks']} chunks stored"
+    else:
+        stored = (f"chunks stored among its {facts['declared_chunks']} with unwritten ones between them "
+                  "(found by looking some up: too many to count)")
+    report.add("DATA006", path, f"{what}: {shape[0]} rows declared, {stored}, "
                "not a written prefix: the rows without storage read as the fill value; not checked")
     return 0
 

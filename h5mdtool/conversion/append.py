@@ -5,7 +5,8 @@ The new frames must follow the file's last step (overlapping frames are refused;
 superseding them; with ``--on-overlap first`` the new frames the file holds are dropped) and
 hold what the file holds: the same atoms (the file's ``id``
 selects them from a full system), the same elements sampled alike, time when the file has
-it, a box when the file has one. They are stored exactly as the file stores its frames: same
+it, a box only where the file has one (frames without one get zero edges and a note, as in a
+convert of all segments at once). They are stored exactly as the file stores its frames: same
 chunks, codec and encodings.
 
 How an interrupted append leaves the file: all the new frames, or none. HDF5 has no
@@ -21,18 +22,20 @@ works on a copy and publishes it with one rename:
 3. Rank 0 records the append in the provenance and renames the copy over FILE.
 
 A run stopped before step 3 (an error, Ctrl-C, SIGTERM, a killed rank) leaves FILE as it
-was; the temporary is removed on errors and signals (a ``kill -9`` of every rank leaves it,
-hidden, as for any h5mdtool output).
+was; the temporary is removed on errors and signals. A ``kill -9`` can leave it, hidden, with
+the lock, which names every process of the append and the temporary: once none of those
+processes runs, the next append (or convert to FILE) removes both and says so.
 """
 
 import json
 import os
+import socket
 import time
 
 import numpy as np
 
 from ..formats import check_trajectory, load_decoders, scan
-from ..h5md.codecs import register_plugins
+from ..h5md.codecs import codec, register_plugins
 from ..h5md.layout import Layout
 from ..h5md.provenance import base_record
 from ..h5md.units import unit_of
@@ -48,7 +51,7 @@ from ..parallel.outputs import (
 )
 from ..parallel.progress import progress_bar
 from ..parallel.testhooks import delay
-from .convert import ConvertPlan
+from .convert import ConvertPlan, missing_box_note
 
 #: How a failure to write the working copy is reported: FILE itself was not touched.
 UNCHANGED = "left unchanged: the new frames cannot be written"
@@ -106,6 +109,21 @@ def _lead(handle, paths, step_path, n_rows, chunk):
     return lead
 
 
+def _observables_per_frame(handle, n_rows):
+    """The first time-dependent ``/observables`` element of *handle* with a value for each of
+    its *n_rows* frames (a relayout carried it over), or None."""
+    import h5py
+
+    observables = handle.get("observables")
+    if not isinstance(observables, h5py.Group):
+        return None
+    for name, element in observables.items():
+        if isinstance(element, h5py.Group) and "step" in element and isinstance(element.get("value"), h5py.Dataset) \
+                and element["value"].shape[:1] == (n_rows,):
+            return element.name
+    return None
+
+
 def _allocated_late(group):
     """The first growable uncompressed dataset under *group* whose chunks HDF5 allocates when
     first written (see :func:`h5mdtool.h5md.layout.allocated_early`), or None."""
@@ -124,14 +142,18 @@ def _allocated_late(group):
     return found[0] if found else None
 
 
-def _lock(target):
-    """Rank 0: the lock that keeps a second append to FILE from losing this one's frames."""
+def _lock(target, holders):
+    """Rank 0: the lock that keeps a second append to FILE from losing this one's frames,
+    naming every process of this append (*holders*) and the working copy; (lock, working
+    copy, note on a stale lock cleared first)."""
     if not os.path.isfile(target):
         raise InputError(f"{target}: no such file to append to")
-    return claim_for_update(target)
+    temporary = temporary_name(os.path.realpath(target))
+    lock, note = claim_for_update(target, holders=holders, copy=temporary)
+    return lock, temporary, note
 
 
-def _plan(comm, inputs, target, *, on_overlap, on_truncated, format, velocities, forces, command):
+def _plan(comm, inputs, target, temporary, *, on_overlap, on_truncated, format, velocities, forces, command):
     """Rank 0: check FILE and the new frames; the plan of the temporary file."""
     import h5py
 
@@ -152,8 +174,17 @@ def _plan(comm, inputs, target, *, on_overlap, on_truncated, format, velocities,
             has_time = f"{PARTICLES}/position/time" in handle
             edges_unit = next((unit_of(handle[paths["edges"]]) for _, paths, _, _ in groups if "edges" in paths), None)
             late = _allocated_late(handle[PARTICLES]) if comm.size > 1 else None
+            observed = _observables_per_frame(handle, groups[0][3])
     except (OSError, KeyError, ValueError, TypeError) as error:
         raise InputError(f"{target}: cannot be appended to ({error})") from None
+    if observed:
+        raise InputError(f"{target}: {observed} holds a value for each of its frames, which the new frames cannot "
+                         "extend (MDAnalysis reads it at every frame, so it would no longer open the file): convert "
+                         "the file and the new segments at once (only a single H5MD input carries /observables over)")
+    if comm.size > 1 and not codec(layout.compression).parallel:
+        raise InputError(f"{target} is compressed with {layout.compression}, which parallel HDF5 cannot write (it "
+                         f"corrupts the chunks {layout.compression} leaves uncompressed): append without mpirun, or "
+                         "convert the file again with --compression gzip or zstd")
     if late is not None:
         raise InputError(f"{target}: {late} is uncompressed and was made by one process with its chunks allocated "
                          "when first written (as h5mdtool made them before it asked HDF5 to allocate early), which "
@@ -217,6 +248,12 @@ def _plan(comm, inputs, target, *, on_overlap, on_truncated, format, velocities,
     order = {tuple(sorted(f)): number for number, (f, _) in enumerate(new_groups)}
     plan_groups = [new_groups[order[tuple(sorted(fields))]] for fields, _, _, _ in groups]
     plan_groups = [(fields, group_frames) for (fields, _, _, _), (_, group_frames) in zip(groups, plan_groups)]
+    if has_box:
+        box = index.fields.get("box")
+        position_frames = next(group_frames for fields, group_frames in plan_groups if "box" in fields)
+        missing = len(position_frames) if box is None else int((~box[position_frames]).sum())
+        if missing:
+            notes.append(missing_box_note(missing))
     provenance = base_record(comm, command)
     provenance.update(inputs=index.describe(), layout=layout.describe(), fields=wanted)
     try:
@@ -225,7 +262,7 @@ def _plan(comm, inputs, target, *, on_overlap, on_truncated, format, velocities,
     except (OSError, KeyError, ValueError, TypeError) as error:
         raise InputError(f"{target}: cannot be appended to ({error})") from None
     plan = ConvertPlan(index=index, layout=layout, frames=range(0), atom_indices=atom_indices, groups=plan_groups,
-                       temporary=temporary_name(os.path.realpath(target)), output=os.path.abspath(target), provenance=provenance,
+                       temporary=temporary, output=os.path.abspath(target), provenance=provenance,
                        lead=leads)
     return plan, groups, notes
 
@@ -265,12 +302,71 @@ def _publish(copy, target, summary):
     publish(copy, os.path.realpath(target))  # through a symbolic link: the file it names grows
 
 
+def _sizes(plan, groups):
+    """The row count of each element group once the new frames are in."""
+    return [n_rows + len(frames) for (_, _, _, n_rows), (_, frames) in zip(groups, plan.groups)]
+
+
+def _allocate_new_chunks(copy, target, groups, sizes):
+    """Rank 0, before a parallel append: grow the copy's datasets and store every chunk of
+    the new rows that HDF5 would allocate only when first written; how many were stored.
+
+    Parallel HDF5 1.10.8 allocates a dataset's chunks early and writes compressed chunks
+    assuming they are: into the unallocated chunks of a compressed dataset a serial HDF5
+    created (its default, chunks allocated when first written), the collective write failed
+    (``addr overflow, addr = 18446744073709551615``, HDF5's undefined address) or hung.
+    Storing each such chunk once, as the dataset's own encoding of zeros (a few hundred
+    bytes: encoded once by HDF5, then copied with direct chunk writes), makes the file what
+    parallel HDF5 expects; the collective write then replaces those chunks. The datasets
+    allocated early are left to the collective resize.
+    """
+    import h5py
+
+    from ..h5md.chunkcodec import chunk_stored, row_offsets
+
+    stored = 0
+    with write_failures_reported(copy, target, UNCHANGED), closing_h5(h5py.File(copy, "r+")) as handle:
+        for (fields, paths, step_path, n_rows), size in zip(groups, sizes):
+            element = handle[step_path].parent
+            datasets = [handle[path] for path in paths.values()] + [element["step"]]
+            datasets += [element["time"]] if "time" in element else []
+            for dataset in datasets:
+                if not _allocated_when_written(dataset):
+                    continue
+                if dataset.shape[0] != size:
+                    dataset.resize((size,) + dataset.shape[1:])
+                zeros = None
+                rows = dataset.chunks[0]
+                for first in range(n_rows - n_rows % rows, size, rows):
+                    for offset in row_offsets(dataset):
+                        corner = (first,) + offset
+                        if chunk_stored(dataset, corner):  # a lookup, not a walk of the chunk index
+                            continue
+                        if zeros is None:  # HDF5 encodes it once, with the dataset's own filters
+                            dataset[tuple(slice(c, min(c + n, s)) for c, n, s
+                                          in zip(corner, dataset.chunks, dataset.shape))] = 0
+                            zeros = dataset.id.read_direct_chunk(corner)
+                        else:
+                            dataset.id.write_direct_chunk(corner, zeros[1], filter_mask=zeros[0])
+                        stored += 1
+    return stored
+
+
+def _allocated_when_written(dataset):
+    """Whether HDF5 allocates the chunks of growable *dataset* only when they are first written."""
+    import h5py
+
+    if dataset.chunks is None or dataset.maxshape[0] is not None:
+        return False
+    return dataset.id.get_create_plist().get_alloc_time() != h5py.h5d.ALLOC_TIME_EARLY
+
+
 def _extend(plan, groups, comm, bar, block_bytes, target):
     """Collective: grow the copy's datasets and write the new frames (after FILE's last full chunk)."""
     from ..formats import TrajectoryReader
     from .convert import _write_group
 
-    sizes = [n_rows + len(frames) for (_, _, _, n_rows), (_, frames) in zip(groups, plan.groups)]
+    sizes = _sizes(plan, groups)
     h5file = open_h5(plan.temporary, "r+", comm, rdcc_nbytes=0)
     try:
         writer = TrajectoryWriter.extend(h5file, [(fields, paths) for fields, paths, _, _ in groups], sizes, comm)
@@ -333,17 +429,21 @@ def append(inputs, target, *, comm=None, on_overlap="error", on_truncated="error
     register_plugins()  # the file's chunks may use hdf5plugin's filters, on every rank
     if comm.rank != 0:
         load_decoders(inputs, format)
-    lock = root_call(comm, _lock, target)
+    holders = comm.allgather((socket.gethostname(), os.getpid()))
+    lock, temporary, stale = root_call(comm, _lock, target, holders)
     with cleanup_on_abort(lambda: remove_quietly(lock)):
-        plan, groups, notes = root_call(comm, _plan, comm, inputs, target, on_overlap=on_overlap,
+        plan, groups, notes = root_call(comm, _plan, comm, inputs, target, temporary, on_overlap=on_overlap,
                                         on_truncated=on_truncated, format=format, velocities=velocities,
                                         forces=forces, command=command)
+        notes = ([stale] if stale else []) + notes
         added = [len(frames) for _, frames in plan.groups]
         summary = {"created": plan.provenance["created"], "command": plan.provenance["command"],
                    "inputs": plan.provenance["inputs"], "frames_added": added, "n_ranks": comm.size,
                    "notes": notes}
         with cleanup_on_abort(lambda: remove_quietly(plan.temporary)):
             summary["copy"] = root_call(comm, _clone, target, plan.temporary)
+            if comm.size > 1:
+                root_call(comm, _allocate_new_chunks, plan.temporary, target, groups, _sizes(plan, groups))
             with progress_bar(sum(added), "append", comm, enabled=progress) as bar:
                 _extend(plan, groups, comm, bar, block_bytes, target)
             root_call(comm, _publish, plan.temporary, target, summary)

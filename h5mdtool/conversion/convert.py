@@ -30,8 +30,8 @@ from ..parallel.mpi import (
     close_h5, discard_h5, entry_point, is_parallel, open_h5, require_parallel_h5py, root_call
 )
 from ..parallel.outputs import (
-    check_output_file, is_write_failure, lfs_setstripe, preallocate, publish, remove_quietly, system_reason,
-    temporary_name, write_failure, write_failures_reported
+    check_output_file, clear_stale_lock, is_write_failure, lfs_setstripe, preallocate, publish, remove_quietly,
+    system_reason, temporary_name, write_failure, write_failures_reported
 )
 from ..parallel.progress import progress_bar
 from ..parallel.testhooks import delay
@@ -85,6 +85,12 @@ class ConvertPlan:
         return self.index.n_atoms if self.atom_indices is None else len(self.atom_indices)
 
 
+def missing_box_note(count):
+    """The note on *count* frames stored with zero box edges among frames with a box."""
+    return (f"{count} frame(s) without a box are stored with zero edges "
+            "(the XTC/TRR convention, read by MDAnalysis as no box)")
+
+
 def _notes(index, frames, groups, fields_asked):
     """What the user must know about how the data were kept: drops, own sampling, boxes."""
     notes = []
@@ -128,8 +134,7 @@ def _notes(index, frames, groups, fields_asked):
     if box is not None and "box" in groups[0][0]:
         missing = int((~box[position_frames]).sum())
         if missing:
-            notes.append(f"{missing} frame(s) without a box are stored with zero edges "
-                         "(the XTC/TRR convention, read by MDAnalysis as no box)")
+            notes.append(missing_box_note(missing))
     for segment in index.segments:
         if segment.details.get("time_recorded") is False:
             notes.append(f"{segment.path} records no time: its times are MDAnalysis's default for the format "
@@ -187,6 +192,7 @@ def _plan_to_share(*args, **kwargs):
 def _plan(comm, inputs, output, index, *, topology, select, index_file, atom_indices_file, start, stop, step, begin,
           end, dt, velocities, forces, layout, command, on_overlap, on_truncated):
     """Rank 0: select atoms and frames of the scanned *index*, group the elements, settle the layout."""
+    stale = clear_stale_lock(output)
     layout.resolve_precision(index)
     frames = select_trajectory_frames(index, start, stop, step, begin, end, dt)
     check_trajectory(index, frames)
@@ -205,7 +211,7 @@ def _plan(comm, inputs, output, index, *, topology, select, index_file, atom_ind
     if index.has("box") and index.fields["box"][frames].any():
         fields.append("box")
     groups = index.element_groups(frames, fields)
-    notes = _notes(index, frames, groups, fields)
+    notes = ([stale] if stale else []) + _notes(index, frames, groups, fields)
     record = base_record(comm, command)
     record.update(
         inputs=index.describe(),

@@ -11,7 +11,9 @@ the new file holds:
   time-dependent ones too) keep the selected atoms, in order;
 * ``/connectivity`` datasets of particle index pairs (or tuples) keep the bonds whose atoms
   were all selected, renumbered; anything that cannot be made consistent is left out;
-* ``/h5md/author`` is the source's unless ``--author`` was given.
+* ``/h5md/author`` is the source's unless ``--author`` was given;
+* every group copied, reduced or rewritten keeps the source group's attributes (a particle
+  group's box ``dimension`` and ``boundary``, those of ``/parameters``, ...).
 
 The provenance record lists what was copied, what was reduced and what was left out, and why.
 """
@@ -44,6 +46,16 @@ class _Copier:
         parent, _, name = target.rpartition("/")
         return (self.dst.require_group(parent) if parent else self.dst), name
 
+    def attributes(self, path, target=None):
+        """Give the group at *target* (made if missing) the attributes of the source group at
+        *path* it does not have yet, with their stored types."""
+        target = target or path
+        source = self.src[path]
+        group = self.dst.require_group(target)
+        for name in source.attrs:
+            if name not in group.attrs:
+                group.attrs.create(name, source.attrs[name], dtype=source.attrs.get_id(name).dtype)
+
     def copy(self, path, target=None):
         """Copy the object at *path* unchanged (to *target*), unless the destination has it."""
         target = target or path
@@ -72,6 +84,8 @@ class _Copier:
             elif isinstance(obj, h5py.Group) and (atoms is not None or self.steps is not None or self.layout is not None):
                 for child in obj:
                     self.element(f"{path}/{child}", f"{target}/{child}", per_particle)
+                if target in self.dst or not len(obj):  # not when every member was left out
+                    self.attributes(path, target)
             else:
                 self.copy(path, target)
             return
@@ -84,6 +98,7 @@ class _Copier:
         if rows is Ellipsis and not keep_atoms and not frame_shaped:
             self.copy(path, target)
             return
+        self.attributes(path, target)
         self._stream(value, f"{target}/value", None if rows is Ellipsis else rows, atoms if keep_atoms else None,
                      frame_shaped)
         for name in ("step", "time"):
@@ -260,6 +275,10 @@ def carry_over(source, destination, particle_group, steps=None, atoms=None, n_at
                     copier.element(f"observables/{child}")
             else:
                 copier.copy(name)
+            if name in dst and isinstance(src[name], h5py.Group):
+                copier.attributes(name)
+        if isinstance(src.get("particles"), h5py.Group):
+            copier.attributes("particles")
         for name in src.get("particles", {}):
             path = f"particles/{name}"
             if path != particle_group:
@@ -270,14 +289,50 @@ def carry_over(source, destination, particle_group, steps=None, atoms=None, n_at
                     if path in dst and "box" not in dst[path]:
                         _ensure_box(src[path], dst[path], path, copier)
                 continue
+            copier.attributes(path, PARTICLES)
             for element in src[path]:
                 if element not in REWRITTEN:
                     copier.element(f"{path}/{element}", f"{PARTICLES}/{element}", per_particle=True)
+        _relink_series(src, dst, particle_group)
         record = json.loads(_text(dst[PROVENANCE].attrs["json"]))
         record["relayout"] = {"source_creator": creator, "copied": copier.copied, "reduced": copier.reduced,
                               "skipped": copier.skipped}
         dst[PROVENANCE].attrs["json"] = json.dumps(record, sort_keys=True)
     return record["relayout"]
+
+
+def _relink_series(src, dst, particle_group):
+    """Hard-link again the copied ``step`` and ``time`` datasets that are one object in the
+    source (an element sharing its position's step and time, as H5MD asks of ``box/edges``):
+    each element is copied on its own, which makes separate datasets of them."""
+    import h5py
+
+    copies = {}
+
+    def visit(name, link):  # every link, not every object once: a hard-linked series has several names
+        if not isinstance(link, h5py.HardLink) or name.rsplit("/", 1)[-1] not in ("step", "time"):
+            return
+        obj = src[name]
+        if not isinstance(obj, h5py.Dataset):
+            return
+        if name.startswith(particle_group + "/"):
+            element = name[len(particle_group) + 1:].split("/", 1)[0]
+            if element in REWRITTEN:
+                return
+            name = PARTICLES + name[len(particle_group):]
+        if name in dst:
+            copies.setdefault(hash(obj.id), []).append(name)
+
+    src.visititems_links(visit)
+    for first, *others in copies.values():
+        kept = dst[first]
+        for name in others:
+            copy = dst[name]
+            if copy.id == kept.id or copy.shape != kept.shape or copy.dtype != kept.dtype \
+                    or dict(copy.attrs) != dict(kept.attrs) or not np.array_equal(copy[()], kept[()]):
+                continue
+            del dst[name]
+            dst[name] = kept
 
 
 def _ensure_box(source_group, group, path, copier):

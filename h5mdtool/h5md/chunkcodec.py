@@ -441,3 +441,18 @@ def _decode_rows(pipeline, pieces, dtype, shape, corner, first, last, span, out)
             out[...] = rows
         else:
             out[..., column:column + shape[-1]] = rows
+
+
+def chunk_stored(dataset, corner):
+    """True when the chunk at *corner* (element coordinates) has storage.
+
+    A direct index lookup (``H5Dread_chunk``, which also reads the chunk's stored bytes),
+    not a walk of the index as ``get_chunk_info_by_coord`` is in HDF5 1.10.8.
+    """
+    try:
+        dataset.id.read_direct_chunk(tuple(int(c) for c in corner))
+    except (RuntimeError, OSError) as error:  # no such chunk; no chunk index at all
+        if "not allocated" in str(error) or "not initialized" in str(error):
+            return False
+        raise
+    return True

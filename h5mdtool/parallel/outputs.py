@@ -173,73 +173,152 @@ def temporary_name(path):
     return temporary
 
 
-def claim_for_update(path, action="append"):
+def claim_for_update(path, action="append", holders=None, copy=None):
     """Rank 0: make the lock file that lets one command at a time update the file *path*.
 
     An update (``--append``) copies the file, extends the copy and renames it over the file:
     two at once would each publish their own copy, and the frames of the first would be
     lost without a word. The lock is a hidden file beside *path*'s target, holding the host
-    and process id, made by a hard link (atomic with its content on local file systems, NFS
-    and Lustre alike); it is pending like a temporary (removed on errors and signals). A
-    lock left by a process killed outright (``kill -9``) stays, as git's ``index.lock`` does,
-    and the message says so.
+    and process id of every process of the update and the working copy's path, made by a
+    hard link (atomic with its content on local file systems, NFS and Lustre alike); it is
+    pending like a temporary (removed on errors and signals). A lock left by processes
+    killed outright (``kill -9``) is stale once none of them runs: the next update (or
+    convert to *path*) removes it and the working copy it names (:func:`clear_stale_lock`).
+
+    Parameters
+    ----------
+    path : str
+    action : str
+        What the update is called in messages.
+    holders : list of (str, int), optional
+        ``(host, pid)`` of every process taking part (default: this one).
+    copy : str, optional
+        The working copy the update will write (removed with a stale lock).
 
     Returns
     -------
-    str
-        The lock's path: pass it to :func:`remove_quietly` when the update is published.
+    (str, str or None)
+        The lock's path (pass it to :func:`remove_quietly` when the update is published),
+        and a note when a stale lock was cleared first.
 
     Raises
     ------
     OutputError
-        If another process holds the lock, or it cannot be made.
+        If another process may hold the lock, or it cannot be made.
     """
     import socket
 
+    lock = lock_path(path)
+    record = "".join(f"{host} {pid}\n" for host, pid in holders or [(socket.gethostname(), os.getpid())])
+    record += f"copy {copy}\n" if copy else ""
+    note = None
+    for _ in range(2):  # once more after clearing a stale lock
+        draft = f"{lock}.{uuid.uuid4().hex[:12]}"
+        with exclusive():
+            try:
+                with open(draft, "x") as handle:
+                    handle.write(record)
+                try:
+                    os.link(draft, lock)
+                except OSError as error:  # a file system without hard links: create it in place
+                    if error.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+                        raise
+                    with open(lock, "x") as handle:
+                        handle.write(record)
+                _pending.add(lock)
+                return lock, note
+            except FileExistsError:
+                pass
+            except OSError as error:
+                raise OutputError(f"{path}: cannot be locked for the {action} ({system_reason(error)})") from None
+            finally:
+                with contextlib.suppress(OSError):
+                    os.remove(draft)
+        note = clear_stale_lock(path, action) or note
+    raise OutputError(f"{path}: another h5mdtool {action} is updating it; run one at a time")
+
+
+def lock_path(path):
+    """The lock of updates of the file *path* (hidden, beside the file it names)."""
     directory, name = os.path.split(os.path.realpath(path))
     room = _name_max(directory) - len("..h5mdtool-lock") - _CLAIM_LENGTH  # the draft's suffix is shorter
-    lock = os.path.join(directory, f".{_shortened(name, room)}.h5mdtool-lock")
+    return os.path.join(directory, f".{_shortened(name, room)}.h5mdtool-lock")
+
+
+def clear_stale_lock(path, action="append"):
+    """Rank 0: remove the update lock of *path* when none of the processes it names runs.
+
+    A lock is stale when every process it records ran on this host and is gone; the
+    working copy it names is removed with it. Processes of other hosts cannot be checked
+    from here: the message names them and the lock to remove once they are gone.
+
+    Returns
+    -------
+    str or None
+        A note saying what was removed, or None when there was no lock.
+
+    Raises
+    ------
+    OutputError
+        If a process the lock names may still run.
+    """
+    import socket
+
+    lock = lock_path(path)
+    try:
+        before = os.stat(lock)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise OutputError(f"{path}: cannot read its update lock {lock} ({system_reason(error)})") from None
+    holders, copy = _lock_record(lock)
     host = socket.gethostname()
-    record = f"{host} {os.getpid()}\n"
-    draft = f"{lock}.{uuid.uuid4().hex[:12]}"
-    with exclusive():
-        try:
-            with open(draft, "x") as handle:
-                handle.write(record)
-            try:
-                os.link(draft, lock)
-            except OSError as error:  # a file system without hard links: create it in place
-                if error.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
-                    raise
-                with open(lock, "x") as handle:
-                    handle.write(record)
-            _pending.add(lock)
-            return lock
-        except FileExistsError:
-            pass
-        except OSError as error:
-            raise OutputError(f"{path}: cannot be locked for the {action} ({system_reason(error)})") from None
-        finally:
-            with contextlib.suppress(OSError):
-                os.remove(draft)
-    owner = _lock_owner(lock)
-    if owner is None:
-        who = ""
-    elif owner[0] == host and not process_alive(owner[1]):
-        who = f" (process {owner[1]} of this host, which is no longer running: remove {lock})"
-    else:
-        who = f" (process {owner[1]} on {owner[0]}; if it is not running, remove {lock})"
-    raise OutputError(f"{path}: another h5mdtool {action} is updating it{who}; run one at a time")
+    if not holders:
+        raise OutputError(f"{path}: another h5mdtool {action} is updating it (its lock {lock} names no process: "
+                          "if no h5mdtool runs, remove it); run one at a time")
+    running = [(h, pid) for h, pid in holders if h == host and process_alive(pid)]
+    elsewhere = sorted({h for h, _ in holders if h != host})
+    if running:
+        raise OutputError(f"{path}: another h5mdtool {action} is updating it (process "
+                          f"{', '.join(str(pid) for _, pid in running)} on {host}); run one at a time")
+    if elsewhere:
+        pids = ", ".join(f"{pid} on {h}" for h, pid in holders if h != host)
+        raise OutputError(f"{path}: another h5mdtool {action} may be updating it (process {pids}, which cannot be "
+                          f"checked from {host}; if none of them runs, remove {lock}); run one at a time")
+    claimed = f"{lock}{CLAIMED}{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    try:
+        os.rename(lock, claimed)
+    except FileNotFoundError:  # another process cleared it first
+        return None
+    if os.stat(claimed).st_ino != before.st_ino:  # a new lock took its place meanwhile: not ours to clear
+        os.rename(claimed, lock)
+        raise OutputError(f"{path}: another h5mdtool {action} is updating it; run one at a time")
+    os.remove(claimed)
+    removed = ""
+    if copy and os.path.dirname(copy) == os.path.dirname(lock) and _TEMPORARY.fullmatch(os.path.basename(copy)) \
+            and os.path.lexists(copy):
+        remove_quietly(copy)
+        removed = f" and its working copy {os.path.basename(copy)}"
+    pids = ", ".join(str(pid) for _, pid in holders)
+    return f"removed the lock{removed} left by an h5mdtool {action} whose processes ({pids} on {host}) were killed"
 
 
-def _lock_owner(lock):
-    """``(host, pid)`` written in *lock*, or None when it is unreadable."""
+def _lock_record(lock):
+    """``([(host, pid), ...], working copy or None)`` written in *lock* (no holders when unreadable)."""
+    holders, copy = [], None
     try:
         with open(lock) as handle:
-            host, pid = handle.read().split()
-        return host, int(pid)
-    except (OSError, ValueError):
-        return None
+            lines = handle.read().splitlines()
+    except OSError:
+        return holders, copy
+    for line in lines:
+        key, _, value = line.partition(" ")
+        if key == "copy":
+            copy = value
+            continue
+        with contextlib.suppress(ValueError):
+            holders.append((key, int(value)))
+    return holders, copy
 
 
 def process_alive(pid):
@@ -287,6 +366,8 @@ def remove_pending_temporaries():
 on_stop(remove_pending_temporaries, order=1)
 
 
+#: Names :func:`temporary_name` makes (a stale lock's working copy is removed only when so named).
+_TEMPORARY = re.compile(r"\..*\.h5mdtool-[0-9a-f]{12}\.tmp")
 #: Suffix of a temporary claimed for removal by one process (followed by its id).
 CLAIMED = ".removing-"
 #: Longest suffix :func:`remove_quietly` appends: CLAIMED, a process id, "-", 6 hex digits.

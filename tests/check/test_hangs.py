@@ -198,3 +198,46 @@ def test_hdf5_hang_is_stopped_under_mpi(comm, shared_tmp, adk, monkeypatch):
     monkeypatch.delenv("H5MDTOOL_READ_TIMEOUT")  # 3 s flagged the clean file on a loaded machine
     clean = validate([source], comm=comm)
     assert clean.exit_code == 0 and clean.files[0].read_checks == (["serial", "mpio"] if comm.size > 1 else ["serial"])
+
+
+def test_a_dataset_declaring_2_to_the_40_rows_gets_its_verdict_in_seconds(tmp_path):
+    """Regression: step, time and value declaring 2^40 rows, rows 0-9 and the last one
+    written (growable datasets: HDF5's extensible-array chunk index), stalled validate in
+    HDF5's chunk count (``get_num_chunks`` walks every index entry up to the last one
+    written) until the read timeout, which then called the file damaged (FILE005) and ran
+    no other check. The chunks are now looked up one at a time: storage with holes (DATA006)."""
+    from conftest import write_xtc
+
+    source, small = str(tmp_path / "ten.xtc"), str(tmp_path / "ten.h5md")
+    positions = np.random.default_rng(5).uniform(0.0, 3.0, (10, 4, 3)).astype(np.float32)
+    write_xtc(source, positions, np.arange(10) * 10, np.arange(10) * 2.0)
+    convert(source, small, progress=False)
+    path = str(tmp_path / "huge.h5md")
+    rows = 2**40
+    with h5py.File(small, "r") as original, h5py.File(path, "w", libver=("v110", "latest")) as f:
+        for name in original:
+            original.copy(original[name], f, name)
+        group = f[TRAJ]
+        for element in ("position", "box/edges"):
+            for name in ("step", "time", "value"):
+                del group[f"{element}/{name}"]
+        for element in ("position", "box/edges"):
+            for name in ("step", "time", "value") if element == "position" else ("value",):
+                old = original[f"{TRAJ}/{element}/{name}"]
+                new = group[element].create_dataset(name, shape=(rows,) + old.shape[1:], dtype=old.dtype,
+                                                    maxshape=(None,) + old.shape[1:],
+                                                    chunks=(65536,) + old.shape[1:])
+                new.attrs.update(dict(old.attrs))
+                new[:10] = old[:10]
+                new[rows - 1] = old[9]
+        for name in ("step", "time"):
+            group["box/edges"][name] = group[f"position/{name}"]
+    result = run(["validate", path, "--json"], H5MDTOOL_READ_TIMEOUT="20")  # it took 2-3 s
+    assert result.returncode == 1, result.stderr
+    findings = json.loads(result.stdout)["files"][0]["findings"]
+    rules = {(f["rule"], f["path"]) for f in findings}
+    assert "FILE005" not in {rule for rule, _ in rules}
+    for name in ("position/step", "position/time", "position/value", "box/edges/value"):
+        assert ("DATA006", f"/{TRAJ}/{name}") in rules, findings
+    result = run(["info", path], H5MDTOOL_READ_TIMEOUT="20")
+    assert result.returncode == 0 and "DATA006" in result.stdout, result.stderr

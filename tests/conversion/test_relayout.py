@@ -205,3 +205,79 @@ def test_fixed_step_of_a_carried_over_element_follows_the_kept_frames(tmp_path, 
         np.testing.assert_array_equal(steps, kept_steps)
         np.testing.assert_allclose(_series(energy["time"], n), steps * 0.002)
         np.testing.assert_array_equal(energy["value"][()], steps // 10 * 1.5)
+
+
+def _attributes(handle):
+    """Every group's and dataset's attributes in an HDF5 file: {path: {name: value as text}}."""
+    found = {}
+
+    def visit(name, obj):
+        found[name] = {key: repr(np.asarray(value).tolist()) for key, value in obj.attrs.items()}
+
+    handle.visititems(visit)
+    return found
+
+
+@pytest.mark.parametrize("group", [None, "trajectory", "solvent"])
+def test_copied_groups_keep_every_attribute(tmp_path, adk, group):
+    """Relayout of a file with several particle groups: the groups only copied lost their box
+    ``dimension`` and ``boundary`` (validate then found H5MD010/H5MD011 the input did not
+    have) and every other group attribute, with and without --group; /parameters lost its
+    own attributes in convert and split; box edges lost the hard links to their position's
+    step and time (H5MD032). Every attribute and those links are kept."""
+    from h5mdtool import split, validate
+
+    source = str(tmp_path / "groups.h5md")
+    convert(adk[1], source, stop=6, progress=False)
+    with h5py.File(source, "r+") as f:
+        steps, times = f["particles/trajectory/position/step"][()], f["particles/trajectory/position/time"][()]
+        f["particles/trajectory"].attrs["note"] = "protein"
+        solvent = f.create_group("particles/solvent")
+        solvent.attrs["note"] = np.bytes_("water and ions")
+        box = solvent.create_group("box")
+        box.attrs["dimension"] = np.int32(3)
+        box.attrs["boundary"] = np.array([b"periodic", b"periodic", b"none"])
+        box.attrs["comment"] = "tilted"
+        edges = box.create_group("edges")
+        edges.attrs["kind"] = np.int16(7)
+        edges["value"] = np.tile(np.diag([5.0, 6.0, 7.0]).astype(np.float32), (6, 1, 1))
+        edges["value"].attrs["unit"] = "nm"
+        position = solvent.create_group("position")
+        position.attrs["sampled"] = "every frame"
+        position["value"] = np.ones((6, 2, 3), np.float32)
+        position["value"].attrs["unit"] = "nm"
+        position["step"], position["time"] = steps, times
+        position["time"].attrs["unit"] = "ps"
+        edges["step"], edges["time"] = position["step"], position["time"]  # hard links, as H5MD asks
+        f["parameters"].attrs["thermostat"] = "v-rescale"
+        f["parameters"].attrs["temperature"] = np.float64(300.0)
+        f.create_group("parameters/simulation").attrs["integrator"] = "md"
+    with h5py.File(source, "r") as f:
+        before = _attributes(f)
+    rules = {f.rule for r in validate(source).files for f in r.findings}
+    output = str(tmp_path / "out.h5md")
+    convert(source, output, progress=False, compression="gzip", group=group)
+    split(source, str(tmp_path / "parts"), 2, format="h5md", progress=False)
+    outputs = [output] + [str(tmp_path / "parts" / name) for name in sorted(os.listdir(tmp_path / "parts"))
+                          if name.endswith(".h5md")]
+    for path in outputs:
+        with h5py.File(path, "r") as f:
+            after = _attributes(f)
+        kept = ["parameters", "parameters/simulation"]
+        if group != "solvent" or path != output:
+            kept += [p for p in before if p.startswith("particles/solvent")]
+        else:  # solvent is rewritten as particles/trajectory; the source's trajectory is left out
+            assert "particles/solvent" not in after
+            kept += [p for p in before if p.startswith("particles/solvent")
+                     and not p.startswith(("particles/solvent/box", "particles/solvent/position"))]
+        for name in kept:
+            rewritten = group == "solvent" and path == output
+            target = name.replace("particles/solvent", "particles/trajectory") if rewritten else name
+            missing = {key: value for key, value in before[name].items()
+                       if key != "json" and after.get(target, {}).get(key) != value}
+            assert not missing, (path, name, missing)
+        assert not {f.rule for r in validate(path).files for f in r.findings} - rules, path
+        if group != "solvent" or path != output:
+            with h5py.File(path, "r") as f:
+                for name in ("step", "time"):
+                    assert f[f"particles/solvent/box/edges/{name}"].id == f[f"particles/solvent/position/{name}"].id

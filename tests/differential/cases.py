@@ -18,7 +18,10 @@ from .writers import write_segment, write_topology
 EXTENSIONS = {"xtc": ".xtc", "trr": ".trr", "dcd": ".dcd", "h5md": ".h5md", "ncdf": ".ncdf", "trz": ".trz",
               "gsd": ".gsd", "lammps": ".dcd"}
 #: The keyword naming the input format in each API call (split's ``format`` is the parts' format).
-INPUT_FORMAT_KEYWORD = {"convert": "format", "split": "input_format", "validate": "against_format", "bench": "format"}
+INPUT_FORMAT_KEYWORD = {"convert": "format", "split": "input_format", "validate": "against_format", "bench": "format",
+                        "append": "format"}
+#: Case options that are not keywords of the command's API call (append: how its file is made).
+NOT_KEYWORDS = ("mutation", "input", "nparts", "split_at", "base_ranks", "base")
 
 
 @dataclass
@@ -66,7 +69,7 @@ def input_format(case):
 
 def api_kwargs(case):
     """Keyword arguments of the API call, with the case's file names filled in."""
-    options = {key: value for key, value in case.options.items() if key not in ("mutation", "input", "nparts")}
+    options = {key: value for key, value in case.options.items() if key not in NOT_KEYWORDS}
     if options.get("topology") is True:
         options["topology"] = case.topology
     name = input_format(case)
@@ -82,8 +85,34 @@ def outputs(case, ranks):
     directory = case.run_directory(ranks)
     return {
         "convert": os.path.join(directory, "out.h5md"),
+        "append": os.path.join(directory, "out.h5md"),
         "split": os.path.join(directory, "parts"),
     }.get(case.command, directory)
+
+
+def base_file(case):
+    """append: the file the first segments were converted into (copied before each run)."""
+    return os.path.join(case.directory, "base.h5md")
+
+
+def base_request(case):
+    """append: the API call converting the first ``split_at`` segments into :func:`base_file`."""
+    kwargs = dict(case.options["base"], progress=False, on_overlap=case.options["on_overlap"])
+    for name in ("velocities", "forces"):
+        if name in case.options:
+            kwargs[name] = case.options[name]
+    name = input_format(case)
+    if name is not None:
+        kwargs["format"] = name
+    return {"function": "convert", "args": [case.inputs[:case.options["split_at"]], base_file(case)], "kwargs": kwargs}
+
+
+def stage(case, path):
+    """append: put a fresh copy of the base file at *path* (the file the append grows)."""
+    import shutil
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    shutil.copyfile(base_file(case), path)
 
 
 def request(case, ranks):
@@ -93,6 +122,9 @@ def request(case, ranks):
         return {"function": "convert", "args": [case.inputs, outputs(case, ranks)], "kwargs": dict(kwargs, progress=False)}
     if case.command == "split":
         return {"function": "split", "args": [case.inputs, outputs(case, ranks), case.options["nparts"]],
+                "kwargs": dict(kwargs, progress=False)}
+    if case.command == "append":
+        return {"function": "append", "args": [case.inputs[case.options["split_at"]:], outputs(case, ranks)],
                 "kwargs": dict(kwargs, progress=False)}
     if case.command == "validate":
         return {"function": "validate", "args": [[case.prepared["copy"]]],
@@ -109,6 +141,7 @@ _FLAGS = {
     "stripe_size": "--stripe-size", "block_bytes": "--block-size", "format": "--format", "ref_frame": "--ref-frame",
     "engine": "--engine", "block_frames": "--block-frames", "begin": "-b", "end": "-e", "dt": "--dt",
     "input_format": "--input-format", "against_format": "--against-format", "threads": "--threads",
+    "group": "--group",
 }
 
 
@@ -120,6 +153,8 @@ def command_line(call, output_override=None):
         argv = ["convert", *args[0], "-o", output_override or args[1]]
     elif function == "split":
         argv = ["split", *args[0], "--nparts", str(args[2]), "-o", output_override or args[1]]
+    elif function == "append":
+        argv = ["convert", *args[0], "--append", output_override or args[1]]
     elif function == "validate":
         argv = ["validate", *args[0]]
         if kwargs.get("on_overlap"):
@@ -143,7 +178,7 @@ def command_line(call, output_override=None):
             argv.append(f"--{flag}" if value else f"--no-{flag}")
         elif key in _FLAGS:
             argv += [_FLAGS[key], str(value)]
-    if function in ("convert", "split"):
+    if function in ("convert", "split", "append"):
         argv.append("--no-progress")
     return argv
 
@@ -154,4 +189,9 @@ def reproduction(call, ranks):
     if ranks > 1:
         argv = ["tools/mpirun.sh", "-n", str(ranks), *argv]
     api = f"h5mdtool.{call['function']}(*{json.dumps(call['args'])}, **{json.dumps(call['kwargs'])})"
-    return " ".join(shlex.quote(a) for a in argv) + f"    # API: {api}"
+    line = " ".join(shlex.quote(a) for a in argv) + f"    # API: {api}"
+    if call["function"] == "append":  # the file it grows: a copy of the case's base.h5md
+        output = call["args"][1]
+        base = os.path.join(os.path.dirname(os.path.dirname(output)), "base.h5md")
+        line = f"cp {shlex.quote(base)} {shlex.quote(output)} && {line}"
+    return line

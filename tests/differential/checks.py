@@ -101,7 +101,7 @@ def _summary_mentions(summary, word):
 
 
 def check_frames(document, expected, *, precision=None, want_velocities=True, want_forces=True, summary=None,
-                 label="output"):
+                 label="output", velocity_precision=None):
     """Failures of an output (as read by :func:`.h5md_output.read_output`) against *expected*."""
     failures = []
     position = document["position"]
@@ -124,7 +124,7 @@ def check_frames(document, expected, *, precision=None, want_velocities=True, wa
         failures.append(failure)
     for name, element, wanted in (("velocities", "velocity", want_velocities), ("forces", "force", want_forces)):
         failures += _check_field(label, name, element, document.get(element), getattr(expected, name), expected,
-                                 wanted, summary)
+                                 wanted, summary, velocity_precision if name == "velocities" else None)
     failures += _check_box(label, document, expected)
     return failures
 
@@ -157,8 +157,9 @@ def _check_series(label, element, data, want_steps, want_times, time_exact):
     return failures
 
 
-def _check_field(label, name, element, data, field, expected, wanted, summary):
-    """Velocities or forces: written where the source has them, exactly, at their steps."""
+def _check_field(label, name, element, data, field, expected, wanted, summary, precision=None):
+    """Velocities or forces: written where the source has them, exactly (within *precision* / 2
+    for lossy velocities), at their steps."""
     has = field is not None and bool(field.mask.any())
     if not has:
         if data is not None:
@@ -177,7 +178,7 @@ def _check_field(label, name, element, data, field, expected, wanted, summary):
     if data["raw"].shape[0] != len(want_steps):
         return failures + [Failure(f"{name}-frames", f"{label}: {element} has {data['raw'].shape[0]} frames, the source has "
                                                      f"{name} in {len(want_steps)} of the selected frames")]
-    failure = compare_values(name, data["raw"], data["factor"], field.values[field.mask], field.exact)
+    failure = compare_values(name, data["raw"], data["factor"], field.values[field.mask], field.exact, precision)
     return failures + ([failure] if failure else [])
 
 

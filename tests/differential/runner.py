@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import oracle
-from .cases import command_line, input_format, outputs, reproduction, request
+from .cases import base_file, base_request, command_line, input_format, outputs, reproduction, request, stage
 from .checks import (Failure, check_frames, check_mdanalysis_readback, check_reader_readback, check_validate,
                      expected_errors, leftover_temporaries)
 from .h5md_output import read_output
@@ -187,6 +187,8 @@ def plan(case):
             raise oracle.Refusal(f"--nparts {options['nparts']} above {expected.n_frames} frames")
         if case.command == "bench":
             return _corrupt_frames_plan(case, _bench_plan(case, expected))
+        if case.command == "append":
+            return _append_plan(case, expected)
     except oracle.Refusal as refusal:
         return Plan("refuse", [str(refusal)], _refusal_kind(str(refusal)))
     result = Plan("succeed", expected=expected)
@@ -279,6 +281,49 @@ def _uneven_dcd_steps(case, expected):
             and len(set(np.diff(expected.steps).tolist())) > 1)
 
 
+def _append_plan(case, expected):
+    """An append of the last segments to the first ones' convert equals one convert of all of
+    them, where the append may not refuse by design: the parts must hold the same fields
+    (time, velocities, forces; a box only where the file has one: new frames without one get
+    zero edges, as one convert gives them), and some new frame must remain."""
+    options = case.options
+    split_at = options["split_at"]
+    if options["base"].get("contiguous"):
+        return Plan("refuse", ["--append to a contiguous file (it cannot grow)"], "bad-input", expected)
+    if split_at == 1 and case.segments[0].format == "h5md" and "observables" in case.segments[0].extras:
+        # carried over by the first convert (one H5MD input), one value per frame: MDAnalysis
+        # would read past them once the file grows
+        return Plan("refuse", ["--append to a file whose /observables hold a value per frame"], "bad-input",
+                    expected)
+    result = Plan("succeed", expected=expected)
+    reasons = _either_reasons(case, expected, dict(options["base"], **{k: options[k] for k in ("velocities", "forces")
+                                                                       if k in options}))
+    pieces = [oracle.read_segment(spec, path, case.topology) for spec, path in zip(case.segments, case.inputs)]
+    head, tail = pieces[:split_at], pieces[split_at:]
+
+    def held(parts, name):
+        if name == "box":
+            return any(p.has_box for p in parts)
+        fields = [getattr(p, name) for p in parts]
+        return any(f is not None and f.mask.any() for f in fields)
+
+    for name in ("velocities", "forces"):
+        if options.get(name, True) and held(head, name) != held(tail, name):
+            reasons.append(f"{name} in the file or in the new frames only (an append cannot change the elements)")
+    if held(tail, "box") and not held(head, "box"):
+        reasons.append("a box in the new frames only (an append cannot add one)")
+    if len({s.format for s in case.segments}) > 1:
+        reasons.append("segments of several formats (the file and the new frames may store values differently)")
+    if options["on_overlap"] in ("first", "drop") and max(int(s.steps.max()) for s in case.segments[split_at:]) \
+            <= max(int(s.steps.max()) for s in case.segments[:split_at]):
+        reasons.append("--on-overlap first and every new frame's step is in the file (nothing to append)")
+    if reasons:
+        result.must, result.reasons = "either", reasons
+    if options["base"].get("compression") == "lzf":
+        result.refuse_at_ranks["parallel"] = "an lzf file cannot be appended to in parallel (refused by design)"
+    return result
+
+
 def _bench_plan(case, expected):
     options = case.options
     n = int(expected.positions.mask.sum())  # bench's frames are those holding positions
@@ -345,8 +390,17 @@ def damage_parts(manifest_path, kind):
 
 # -- preparation of extra inputs ---------------------------------------------------------
 
-def prepare(case, the_plan, serial_pool, timeout):
-    """Make what the command reads besides the sources (validate copy, bench input)."""
+def prepare(case, the_plan, pools, timeout):
+    """Make what the command reads besides the sources (validate copy, bench input, the file
+    an append grows)."""
+    serial_pool = pools[1]
+    if case.command == "append":
+        pool = pools.get(case.options["base_ranks"], serial_pool)
+        outcome = pool.call(base_request(case), timeout)
+        if outcome["status"] != "done" or outcome["ranks"][0]["status"] != "ok" or not os.path.isfile(base_file(case)):
+            raise Unusable(f"the first segments cannot be converted: {str(outcome)[:300]}")
+        case.info["base_ranks_used"] = pool.ranks
+        return
     if case.command == "split" and case.options.get("format") == "same" and the_plan.names:
         raise Unusable("split --format same copies frames without decoding them: a damaged XTC frame is copied")
     if case.command == "validate":
@@ -433,7 +487,8 @@ def judge(case, the_plan, outcome, ranks):
     if the_plan.must == "refuse":
         failures.append(Failure(f"accepted-{the_plan.refusal_kind}", f"succeeded although it must refuse: {'; '.join(the_plan.reasons)}"))
         return failures + leftover_temporaries(directory, case.directory)
-    checker = {"convert": _judge_convert, "split": _judge_split, "validate": _judge_validate, "bench": _judge_bench}[case.command]
+    checker = {"convert": _judge_convert, "split": _judge_split, "validate": _judge_validate, "bench": _judge_bench,
+               "append": _judge_append}[case.command]
     return failures + checker(case, the_plan, result.get("result"), ranks) + leftover_temporaries(directory, case.directory)
 
 
@@ -447,10 +502,50 @@ def _abort_message(log):
 
 def _refusal_leftovers(case, directory):
     failures = leftover_temporaries(directory, case.directory)
+    if case.command == "append":
+        target = outputs(case, int(os.path.basename(directory)[1:]))
+        if _digest(target) != _digest(base_file(case)):
+            failures.append(Failure("file-changed-after-refusal", f"{os.path.basename(target)} differs from the file "
+                                                                   "it was before the refused append"))
+        failures += [Failure("lock-left", f"left behind: {name}") for name in os.listdir(directory)
+                     if name.endswith(".h5mdtool-lock")]
     if case.command in ("convert", "split"):
         target = outputs(case, int(os.path.basename(directory)[1:]))
         if os.path.exists(target):
             failures.append(Failure("output-after-refusal", f"{os.path.basename(target)} exists after the refusal"))
+    return failures
+
+
+def _digest(path):
+    import hashlib
+
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def _judge_append(case, the_plan, summary, ranks):
+    """The grown file holds every frame of the joined segments, as one convert of them would."""
+    path = outputs(case, ranks)
+    options = case.options
+    precision = options["base"].get("precision")
+    try:
+        document = read_output(path)
+    except Exception as error:  # noqa: BLE001
+        return [Failure("output-unreadable", f"cannot read the grown file: {type(error).__name__}: {error}")]
+    failures = check_frames(document, the_plan.expected, precision=precision,
+                            want_velocities=options.get("velocities", True), want_forces=options.get("forces", True),
+                            summary=summary, velocity_precision=options["base"].get("velocity_precision"))
+    allowed = expected_errors(the_plan.expected, options.get("velocities", True), options.get("forces", True),
+                              precision)
+    if not failures and not allowed and options["base"].get("velocity_precision") is None:
+        failures += check_mdanalysis_readback(path, case.topology, the_plan.expected, precision)
+    failures += check_validate(path, allowed=allowed + carried_over_rules(case))
+    directory = case.run_directory(ranks)
+    failures += [Failure("lock-left", f"left behind: {name}") for name in os.listdir(directory)
+                 if name.endswith(".h5mdtool-lock")]
     return failures
 
 
@@ -468,6 +563,7 @@ def _judge_convert(case, the_plan, summary, ranks):
                             want_velocities=options.get("velocities", True), want_forces=options.get("forces", True),
                             summary=summary)
     failures += _check_carried_over(case, document)
+    failures += check_copied_attributes(case, path)
     position_frames = int(the_plan.expected.positions.mask.sum())
     if summary is not None and summary.get("n_frames") != position_frames:
         failures.append(Failure("summary-frames", f"summary says {summary.get('n_frames')} frames, expected {position_frames} "
@@ -529,6 +625,32 @@ def _check_carried_over(case, document):
     return failures
 
 
+def check_copied_attributes(case, path):
+    """H5MD input: every group and dataset carried over into the output *path* (other particle
+    groups, /parameters, /observables, /connectivity) keeps the attributes it has in the source."""
+    import h5py
+
+    source = case.segments[0]
+    if len(case.segments) != 1 or source.format != "h5md":
+        return []
+    failures = []
+    with h5py.File(case.inputs[0], "r") as src, h5py.File(path, "r") as out:
+        roots = [f"particles/{name}" for name in src.get("particles", {}) if name != source.group_name]
+        roots += [name for name in ("parameters", "observables", "connectivity") if name in src]
+        for root in roots:
+            paths = [root]
+            src[root].visit(lambda name: paths.append(f"{root}/{name}"))
+            for name in paths:
+                if name.startswith("parameters/h5mdtool") or name not in out:
+                    continue  # h5mdtool's own record; objects left out are said in the provenance
+                want, got = src[name].attrs, out[name].attrs
+                lost = [key for key in want if key != "offset"  # a fixed step or time follows the kept frames
+                        and (key not in got or not np.array_equal(np.asarray(got[key]), np.asarray(want[key])))]
+                if lost:
+                    failures.append(Failure("attributes-dropped", f"/{name} lost or changed attribute(s) {lost}"))
+    return failures
+
+
 def _same_bonds(bonds, source_bonds, atoms):
     position = {int(a): i for i, a in enumerate(atoms)}
     kept = [(position[a], position[b]) for a, b in source_bonds.tolist() if a in position and b in position]
@@ -569,6 +691,7 @@ def _judge_split(case, the_plan, summary, ranks):
                                                           case.options.get("velocities", True),
                                                           case.options.get("forces", True), label=label)
                 failures += part_failures
+                failures += [Failure(f.kind, f"{label}: {f.message}") for f in check_copied_attributes(case, path)]
         except Exception as error:  # noqa: BLE001
             failures.append(Failure("split-part-unreadable", f"{label}: {type(error).__name__}: {str(error)[:200]}"))
     if sum(sizes) != expected.n_frames:
@@ -740,8 +863,10 @@ def run_cli(case, the_plan, ranks, timeout):
     directory = os.path.join(case.run_directory(ranks), "cli")
     os.makedirs(directory, exist_ok=True)
     override = None
-    if case.command == "convert":
+    if case.command in ("convert", "append"):
         override = os.path.join(directory, "out.h5md")
+    if case.command == "append":
+        stage(case, override)
     elif case.command == "split":
         override = os.path.join(directory, "parts")
     argv = [sys.executable, "-m", "h5mdtool", *command_line(call, override)]
@@ -793,7 +918,7 @@ def run_cli(case, the_plan, ranks, timeout):
             failures.append(Failure("cli-crash", f"{errors[0][:300]}"))
         else:
             failures += _names_failure(the_plan, errors[0])
-        if override and os.path.exists(override):
+        if override and os.path.exists(override) and case.command != "append":
             failures.append(Failure("output-after-refusal", "the command line left its output after refusing"))
     elif the_plan.must == "refuse":
         failures.append(Failure(f"cli-accepted-{the_plan.refusal_kind}", f"exit 0 although it must refuse: {'; '.join(the_plan.reasons)}"))
@@ -866,11 +991,13 @@ class Runner:
         self.plans[key] = self.plans.get(key, 0) + 1
         formats = "+".join(sorted({s.format for s in case.segments}))
         self.input_formats[formats] = self.input_formats.get(formats, 0) + 1
-        prepare(case, the_plan, self.pools[1], self.timeout)
+        prepare(case, the_plan, self.pools, self.timeout)
         new = []
         for ranks in self.ranks:
             call = request(case, ranks)
             pool = self.pools[ranks]
+            if case.command == "append":
+                stage(case, outputs(case, ranks))
             outcome = pool.call(call, self.timeout, label=(case.number, False))
             risky = may_corrupt_memory(case, the_plan, outcome)
             pool.history[-1] = (case.number, risky)
@@ -878,6 +1005,8 @@ class Runner:
             if outcome["status"] == "dead" and len(pool.history) > 1:
                 # the pool ran other cases before: see whether this one fails on its own
                 earlier = [entry for entry in pool.history[:-1] if entry]
+                if case.command == "append":
+                    stage(case, outputs(case, ranks))
                 outcome = pool.call(call, self.timeout, label=(case.number, risky))
             failures = judge(case, the_plan, outcome, ranks)
             if risky:  # memory may be corrupted: the next case at this rank count gets a fresh pool

@@ -15,7 +15,9 @@ from .spec import (BOX_STORES, ISSUE14_FORMATS, LENGTH_PER_NM, LENGTH_UNITS, REG
                    SegmentSpec, boxes, coordinates, make_steps)
 from .writers import ATOM_NAMES
 
-COMMANDS = ("convert", "split", "validate", "bench")
+COMMANDS = ("convert", "split", "validate", "bench", "append")
+#: Formats of the segments an append case draws (several segments of one trajectory).
+APPEND_FORMATS = ("xtc", "trr", "dcd", "h5md")
 #: --on-overlap values drawn for several segments ("drop" is the older name of "first")
 OVERLAP_CHOICES = ("error", "later", "later", "first", "drop")
 #: Selections tried with a topology; "name XX" matches nothing (a refusal).
@@ -56,7 +58,7 @@ def _mask(draw, rng, n, mode):
 
 
 @st.composite
-def segment_sets(draw, fmt=None, max_segments=3, formats=DRAWN_FORMATS):
+def segment_sets(draw, fmt=None, max_segments=3, formats=DRAWN_FORMATS, min_segments=1):
     """1-3 segments of one trajectory (one format of *formats*, or XTC with TRR), with their atom names."""
     seed = draw(st.integers(0, 2**32 - 1))
     rng = np.random.default_rng(seed)
@@ -66,6 +68,7 @@ def segment_sets(draw, fmt=None, max_segments=3, formats=DRAWN_FORMATS):
     n_segments = draw(st.sampled_from((1, 1, 1, 2, 2, 3)[: 2 * max_segments]))
     if n_segments > max_segments or fmt in SINGLE_SEGMENT_FORMATS:
         n_segments = 1 if fmt in SINGLE_SEGMENT_FORMATS else max_segments
+    n_segments = max(n_segments, min_segments)
     mixed = fmt in ("xtc", "trr") and n_segments > 1 and draw(st.booleans()) and draw(st.booleans())
     regime = draw(st.sampled_from(REGIMES))
     box_kind = draw(st.sampled_from(("none", "ortho", "triclinic")))
@@ -291,6 +294,8 @@ def _h5md_layout(draw, rng, spec, common):
         if draw(st.integers(0, 4)) == 0:
             extras.append(extra)
     spec.extras = tuple(extras)
+    if "other_group" in extras:
+        spec.extra["other_box"] = draw(st.sampled_from(("empty", "edges")))
     if "connectivity" in extras:
         pairs = max(1, spec.n_atoms - 1)
         spec.bonds = np.stack([np.arange(pairs), np.minimum(np.arange(pairs) + 1, spec.n_atoms - 1)], axis=1)
@@ -396,6 +401,8 @@ def convert_options(draw, segments, names):
             options["select"] = draw(st.sampled_from(SELECTIONS))
     if len(segments) > 1:
         options["on_overlap"] = draw(st.sampled_from(OVERLAP_CHOICES))
+    if any("other_group" in s.extras for s in segments) and draw(st.booleans()):
+        options["group"] = segments[0].group_name  # the group read, named (--group)
     if draw(st.integers(0, 5)) == 0:
         options["velocities"] = False
     if draw(st.integers(0, 5)) == 0:
@@ -420,6 +427,30 @@ def split_options(draw, segments):
     options.update(draw(time_options(segments)))
     if len(segments) > 1:
         options["on_overlap"] = draw(st.sampled_from(OVERLAP_CHOICES))
+    return options
+
+
+@st.composite
+def append_options(draw, segments):
+    """convert the first segments (on 1-3 ranks, in a drawn layout), then --append the others.
+
+    ``base`` holds the first convert's options (the layout the append keeps), ``split_at``
+    the number of segments it converts, ``base_ranks`` its rank count; the append itself
+    runs at every rank count of the harness.
+    """
+    n_frames = sum(s.n_frames for s in segments)
+    base = draw(layout_options(n_frames, allow_stripes=False))
+    if base.get("contiguous") and draw(st.integers(0, 4)):
+        del base["contiguous"]  # refused (it cannot grow): drawn now and then
+    if draw(st.integers(0, 5)) == 0:
+        base["velocity_precision"] = draw(st.sampled_from((0.01, 0.001)))
+    options = {"split_at": draw(st.integers(1, len(segments) - 1)), "base_ranks": draw(st.sampled_from((1, 1, 2, 3))),
+               "base": base, "on_overlap": draw(st.sampled_from(OVERLAP_CHOICES))}
+    for name in ("velocities", "forces"):
+        if draw(st.integers(0, 5)) == 0:
+            options[name] = False
+    if draw(st.integers(0, 3)) == 0:
+        options["block_bytes"] = draw(st.sampled_from((1, 4096, 65536)))
     return options
 
 
@@ -464,6 +495,10 @@ def cases(draw, commands=COMMANDS):
     command = draw(st.sampled_from(commands))
     if command == "bench":
         segments, names, info = draw(segment_sets(max_segments=1, formats=DRAWN_FORMATS))
+    elif command == "append":
+        segments, names, info = draw(segment_sets(formats=APPEND_FORMATS, min_segments=2))
+        for segment in segments[1:]:  # one trajectory: the file keeps its boundary
+            segment.boundary = segments[0].boundary
     else:
         segments, names, info = draw(segment_sets(formats=DRAWN_FORMATS))
     if command == "convert":
@@ -472,6 +507,8 @@ def cases(draw, commands=COMMANDS):
         options = draw(split_options(segments))
     elif command == "validate":
         options = draw(validate_options(segments))
+    elif command == "append":
+        options = draw(append_options(segments))
     else:
         options = draw(bench_options(segments[0].n_frames))
     cli = draw(st.integers(0, 24)) == 0

@@ -335,7 +335,9 @@ def _h5md_by_library(spec, path):
         if "parameters" in spec.extras:
             parameters = handle.create_group("parameters")
             parameters.attrs["program"] = "harness"
+            parameters.attrs["seed"] = np.int64(12345)
             parameters.create_dataset("temperature", data=300.0)
+            parameters.create_group("thermostat").attrs["kind"] = "v-rescale"
 
 
 def _edges_layout(spec):
@@ -388,16 +390,30 @@ def _write_particle_group(spec, particles, name, use_pyh5md):
 
 
 def _write_other_group(spec, particles):
-    """A second particle group (listed after ``trajectory``): its own atoms and steps."""
+    """A second particle group (listed after ``trajectory``): its own atoms and steps; with
+    ``extra["other_box"] == "edges"`` a periodic box with time-dependent edges and attributes
+    of its own on the group, the box and the edges (a relayout must keep them all)."""
     other = particles.create_group("water")
     box = other.create_group("box")
     box.attrs["dimension"] = np.int32(3)
-    box.attrs["boundary"] = _string_attr(["none"] * 3)
-    position = other.create_group("position")
     n = max(1, spec.n_frames // 2)
+    steps = np.arange(n, dtype=np.int64) * 7
+    if spec.extra.get("other_box") == "edges":
+        other.attrs["description"] = "water"
+        box.attrs["boundary"] = _string_attr(["periodic", "periodic", "none"])
+        box.attrs["comment"] = np.bytes_("slab")
+        edges = box.create_group("edges")
+        edges.attrs["origin"] = np.int16(4)
+        edges.create_dataset("value", data=np.tile(np.diag([3.0, 4.0, 5.0]).astype(np.float32), (n, 1, 1)))
+        edges["value"].attrs["unit"] = "nm"
+    else:
+        box.attrs["boundary"] = _string_attr(["none"] * 3)
+    position = other.create_group("position")
     position.create_dataset("value", data=np.full((n, 2, 3), 0.5, np.float32)).attrs["unit"] = "nm"
-    position.create_dataset("step", data=np.arange(n, dtype=np.int64) * 7)
+    position.create_dataset("step", data=steps)
     position.create_dataset("time", data=np.arange(n, dtype=np.float64)).attrs["unit"] = "ps"
+    if "edges" in box:  # H5MD: the box shares its position's step and time (hard links)
+        box["edges/step"], box["edges/time"] = position["step"], position["time"]
 
 
 # -- topology ---------------------------------------------------------------------------
