@@ -133,16 +133,16 @@ class MPIBackend(BackendBase):
             parts = [_computed(func, analysis, indexed)]
             self._record(partition, [time.perf_counter() - started], 0.0)
             return parts
-        outcome = ("empty", None)
+        outcome = ("empty", None, None)
         if last > first:
             try:
-                outcome = ("ok", pickle.dumps(_computed(func, analysis, indexed[first:last])))
+                outcome = ("ok", pickle.dumps(_computed(func, analysis, indexed[first:last])), None)
             except Exception as error:  # noqa: BLE001 - reported to the other ranks, then raised
-                outcome = ("error", describe(error), error)
+                outcome = _failure(error)
         computed = time.perf_counter()
-        reports = comm.allgather(outcome[:2] + (computed - started,))
+        reports = comm.allgather(outcome[:3] + (computed - started,))
         self._raise_failures(reports, outcome)
-        self._record(partition, [report[2] for report in reports], time.perf_counter() - computed)
+        self._record(partition, [report[3] for report in reports], time.perf_counter() - computed)
         return [pickle.loads(report[1]) for report in reports if report[0] == "ok"]
 
     def _apply_items(self, func, computations):
@@ -150,20 +150,30 @@ class MPIBackend(BackendBase):
         counts = partition_frames(np.arange(len(computations)), comm.size).bounds
         first, last = counts[comm.rank]
         try:
-            outcome = ("ok", pickle.dumps([func(item) for item in computations[first:last]]))
+            outcome = ("ok", pickle.dumps([func(item) for item in computations[first:last]]), None)
         except Exception as error:  # noqa: BLE001 - reported to the other ranks, then raised
-            outcome = ("error", describe(error), error)
-        reports = comm.allgather(outcome[:2])
+            outcome = _failure(error)
+        reports = comm.allgather(outcome[:3])
         self._raise_failures(reports, outcome)
         return [result for report in reports for result in pickle.loads(report[1])]
 
     def _raise_failures(self, reports, outcome):
+        """Raise on every rank if any rank failed: the failing rank its own exception, the
+        others a copy of the first failure's (same type, so every rank takes the same
+        ``except`` branch of the script), caused by a RemoteRankError naming that rank."""
         failed = [rank for rank, report in enumerate(reports) if report[0] == "error"]
         if not failed:
             return
         if outcome[0] == "error":
-            raise outcome[2]
-        raise mark_collective(RemoteRankError(f"rank {failed[0]}: {reports[failed[0]][1]}"))
+            raise outcome[3]
+        first = failed[0]
+        _, message, pickled = reports[first][:3]
+        remote = mark_collective(RemoteRankError(f"rank {first}: {message}"))
+        try:
+            error = pickle.loads(pickled)
+        except Exception:  # noqa: BLE001 - an exception that does not survive pickling
+            raise remote from None
+        raise error from remote
 
     def _record(self, partition, compute_times, exchange_time):
         self.last_run = {"partition": partition.describe(), "t_compute": compute_times, "t_exchange": exchange_time}
@@ -172,6 +182,16 @@ class MPIBackend(BackendBase):
         if self.chunk_frames is not None:
             return int(self.chunk_frames)
         return reader_chunk_frames(getattr(analysis, "_trajectory", None))
+
+
+def _failure(error):
+    """This rank's report of *error*: its description and the pickled exception (None if it
+    does not pickle), then the exception itself, kept on this rank."""
+    try:
+        pickled = pickle.dumps(error)
+    except Exception:  # noqa: BLE001 - any exception may hold unpicklable state
+        pickled = None
+    return ("error", describe(error), pickled, error)
 
 
 def reader_chunk_frames(reader):
