@@ -110,7 +110,7 @@ def _files_opened(info, source, local, plan, rank, engine):
     else:
         opened = list(source.opened)
     if rank == 0:  # the reference (or selection) frame rank 0 read with MDAnalysis
-        frame = 0 if plan.description["reference"]["kind"] == "file" else plan.description["reference"]["frame"]
+        frame = plan.root_frame
         piece = next(p for p in info.pieces() if p.start <= frame < p.stop)
         path = piece.path if info.manifest is None else os.path.relpath(piece.path, os.path.dirname(info.manifest.path))
         if path not in opened:
@@ -118,8 +118,14 @@ def _files_opened(info, source, local, plan, rank, engine):
     return opened
 
 
-def _run_once(paths, topology, options, group, block_frames, compute_load, engine, comm, input_format=None):
-    """One timed run on every rank: (RMSD rows on rank 0, this rank's record, info, plan, partition)."""
+def _run_once(paths, topology, options, group, block_frames, compute_load, engine, comm, input_format=None,
+              planner=plan_analysis, engines=ENGINES):
+    """One timed run on every rank: (result rows on rank 0, this rank's record, info, plan, partition).
+
+    *planner* resolves the analysis on rank 0 (``planner(info, topology, options)`` returns a
+    plan with ``read_indices``, ``frames``, ``n_values`` and ``root_frame``, and rank 0's phase
+    times); *engines* maps engine names to the classes that compute it.
+    """
     from .formats import load_decoders
 
     clock = PhaseClock()
@@ -130,7 +136,7 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
         load_decoders(paths, input_format)  # while rank 0 scans: their first read need not import them
     info = root_call(comm, inspect_input, paths, group, input_format)
     clock.charge("t_init_traj")
-    plan, root_phases = root_call(comm, plan_analysis, info, topology, options)
+    plan, root_phases = root_call(comm, planner, info, topology, options)
     if comm.rank == 0:
         clock.split(root_phases, rest="t_comm")
     else:  # waiting for rank 0's topology, selections and reference frame
@@ -141,7 +147,7 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
     local = plan.frames[first:last]
     block = max(1, min(block_frames, len(local)))  # never a buffer larger than the rank's frames
     source = open_source(info, plan.read_indices, block, comm, engine, topology)
-    results = np.empty((len(local), 3 + len(plan.group_columns)), np.float64)
+    results = np.empty((len(local), 2 + plan.n_values), np.float64)
     results[:, 0] = local
     try:
         with capture_errors() as failure:
@@ -150,7 +156,7 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
         clock.charge("t_init_traj")
         agree(comm, failure[0])  # files no rank can open are reported once, not by every rank
         clock.charge("t_wait")
-        ENGINES[engine](source, plan, compute_load).run(local, results, clock, comm.rank, block)
+        engines[engine](source, plan, compute_load).run(local, results, clock, comm.rank, block)
         comm.Barrier()
         clock.charge("t_wait")
     except BaseException as error:
@@ -167,8 +173,7 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
     span = (int(plan.read_indices[0]), int(plan.read_indices[-1]) + 1)
     read = info.bytes_read(local, *span, whole_frames=engine == "frames")
     if comm.rank == 0:
-        reference = plan.description["reference"]
-        read += info.bytes_read([0 if reference["kind"] == "file" else reference["frame"]], *span, whole_frames=True)
+        read += info.bytes_read([plan.root_frame], *span, whole_frames=True)
     opened = _files_opened(info, source, local, plan, comm.rank, engine)
     record.update(bytes_read=read, mb_per_s=read / 1e6 / record["t_io"] if record["t_io"] > 0 else None,
                   files_opened=len(opened), opened=opened)
@@ -201,6 +206,12 @@ def _provenance(records):
 
     return {"command": command_line(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "hosts": sorted({r["host"] for r in records}), "versions": software_versions()}
+
+
+def _input_record(info):
+    """The report's description of the input: paths, kind, format, atoms, files and layout."""
+    return {"path": info.path, "paths": [f["path"] for f in info.files] if info.kind != "split" else [info.path],
+            "kind": info.kind, "format": info.format, "n_atoms": info.n_atoms, "files": info.files, **info.layout}
 
 
 def _topology_record(topology, n_atoms):
@@ -296,9 +307,7 @@ def bench_rmsd(inputs, topology, *, comm=None, select="name CA", calc_select=(),
         "benchmark": "rmsd", "report_version": REPORT_VERSION, "engine": engine, "n_ranks": comm.size,
         "n_frames": info.n_frames, "n_analysed": len(plan.frames), "compute_load": compute_load,
         "block_frames": block_frames,
-        "input": {"path": info.path, "paths": [f["path"] for f in info.files] if info.kind != "split" else [info.path],
-                  "kind": info.kind, "format": info.format, "n_atoms": info.n_atoms, "files": info.files,
-                  **info.layout},
+        "input": _input_record(info),
         "topology": _topology_record(topology, info.n_atoms),
         "select": select, "n_selected": description["atoms"]["fit"]["n"], "labels": plan.labels,
         "ref_frame": description["reference"].get("frame"), "analysis": description,
