@@ -87,15 +87,19 @@ def backbone_quads(atoms):
     """
     from MDAnalysis.analysis.dihedrals import Ramachandran
 
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the termini are left out, as intended
-            picked = Ramachandran(atoms)
-    except ValueError as error:
-        raise InputError(f"dihedrals: {error}") from None
+    protein = atoms.universe.select_atoms("protein").residues
+    if not atoms.residues.issubset(protein):
+        raise InputError("dihedrals: the selection holds atoms outside the protein (MDAnalysis's 'protein' "
+                         "selection); phi and psi are defined for protein residues")
+    no_residue = InputError("no residue of the selection has both backbone dihedrals phi and psi "
+                            "(a protein residue that is not a terminus, with atoms C, N and CA)")
+    if len(atoms.residues.difference(protein[[0, -1]])) == 0:  # MDAnalysis fails on an empty group
+        raise no_residue
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the termini are left out, as intended
+        picked = Ramachandran(atoms)
     if len(picked.ag2) == 0:
-        raise InputError("no residue of the selection has both backbone dihedrals phi and psi "
-                         "(a protein residue that is not a terminus, with atoms C, N and CA)")
+        raise no_residue
     columns = np.stack([picked.ag1.indices, picked.ag2.indices, picked.ag3.indices, picked.ag4.indices,
                         picked.ag5.indices], axis=1)
     quads = np.empty((2 * len(columns), 4), np.int64)
