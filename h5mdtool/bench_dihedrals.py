@@ -281,7 +281,8 @@ def bench_dihedrals(inputs, topology, *, comm=None, select="protein", index=None
     report = {
         "benchmark": "dihedrals", "report_version": REPORT_VERSION, "engine": engine, "n_ranks": comm.size,
         "n_frames": info.n_frames, "n_analysed": len(plan.frames), "compute_load": compute_load,
-        "block_frames": block_frames, "input": _input_record(info), "topology": _topology_record(topology, info.n_atoms),
+        "block_frames": block_frames, "input": _input_record(info),
+        "topology": _topology_record(topology, info.n_atoms),
         "select": select, "n_residues": len(plan.labels), "labels": plan.labels, "analysis": plan.description,
         "partition": partition.describe(), "provenance": _provenance(records), "best_repeat": best["repeat"],
         **{key: best[key] for key in ("t_total", "ranks", "stragglers", "ratio_compute_io", "ratio_compute_comm",
@@ -315,6 +316,7 @@ def write_features(handle, features, labels, fmt):
     if fmt == "npy":
         np.save(handle, features)
         return
-    names = [f"{function}_{angle}_{label}" for label in labels for angle in ("phi", "psi") for function in ("cos", "sin")]
+    names = [f"{function}_{angle}_{label}"
+             for label in labels for angle in ("phi", "psi") for function in ("cos", "sin")]
     np.savetxt(handle, features, delimiter=",", header=",".join(["frame", "time_ps"] + names), comments="",
                fmt=["%d", "%.10g"] + ["%.10g"] * (features.shape[1] - 2))
