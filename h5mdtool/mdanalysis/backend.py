@@ -19,7 +19,7 @@ import numpy as np
 from MDAnalysis.analysis.backends import BackendBase
 
 from ..errors import RemoteRankError, mark_collective
-from ..mpi import describe, resolve
+from ..mpi import balanced_slices, describe, resolve
 from ..partition import partition_frames
 
 
@@ -147,8 +147,7 @@ class MPIBackend(BackendBase):
 
     def _apply_items(self, func, computations):
         comm = self.comm
-        counts = partition_frames(np.arange(len(computations)), comm.size).bounds
-        first, last = counts[comm.rank]
+        first, last = balanced_slices(len(computations), comm.size)[comm.rank]
         try:
             outcome = ("ok", pickle.dumps([func(item) for item in computations[first:last]]), None)
         except Exception as error:  # noqa: BLE001 - reported to the other ranks, then raised
