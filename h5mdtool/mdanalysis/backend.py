@@ -16,7 +16,14 @@ import pickle
 import time
 
 import numpy as np
-from MDAnalysis.analysis.backends import BackendBase
+
+try:
+    from MDAnalysis.analysis.backends import BackendBase
+except ImportError:  # MDAnalysis before 2.8 has no analysis backends
+    import MDAnalysis
+
+    raise ImportError(f"h5mdtool.mdanalysis.MPIBackend needs MDAnalysis 2.8 or later (analysis backends); "
+                      f"this is MDAnalysis {MDAnalysis.__version__}") from None
 
 from ..errors import RemoteRankError, mark_collective
 from ..mpi import balanced_slices, describe, resolve
