@@ -18,6 +18,7 @@ from h5mdtool.bench_dihedrals import backbone_quads, bench_dihedrals
 from h5mdtool.cli import cli
 from h5mdtool.dihedrals import dihedral_angles, sincos_features
 from h5mdtool.errors import InputError, UsageError
+from h5mdtool.mpi import SerialComm
 from test_bench import check_straggler_report
 
 
@@ -153,3 +154,12 @@ def test_cli_outputs(tmp_path, adk, adk_features):
     assert again.exit_code == 1 and "exists" in again.output
     wrong = CliRunner().invoke(cli, ["bench", "dihedrals", adk[1], "-t", adk[0], "--features-out", "x.txt"])
     assert wrong.exit_code == 2 and "--features-out must end in .npy or .csv" in wrong.output
+
+
+def test_precision_file_equals_mdanalysis_reading_it(tmp_path, adk):
+    """An int32 grid (--precision): the kernel works in the file's units; angles do not depend on them."""
+    path = str(tmp_path / "adk-q.h5md")
+    convert(adk[1], path, topology=adk[0], precision=0.001, progress=False)
+    result = bench_dihedrals(path, adk[0])
+    assert result["report"]["input"]["dtype"] == "int32"
+    check_features(SerialComm(), result, mdanalysis_features(adk[0], path))
