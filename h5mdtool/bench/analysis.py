@@ -92,6 +92,18 @@ class RmsdPlan:
     weighted: bool
     description: dict = field(default_factory=dict)
 
+    @property
+    def n_values(self):
+        """Values per frame after frame and time: the fit group's RMSD and each group's."""
+        return 1 + len(self.group_columns)
+
+    @property
+    def root_frame(self):
+        """The trajectory frame rank 0 read while planning (the reference, or frame 0 with a
+        reference file)."""
+        reference = self.description["reference"]
+        return 0 if reference["kind"] == "file" else reference["frame"]
+
 
 def digest(values):
     """Short SHA-256 of an integer array: two runs picked the same atoms or frames."""

@@ -6,7 +6,7 @@ Split-apply-combine as in Khoshlessan et al. 2020 (sections 3 and 5) and Jakupov
    together, H5MD metadata read by rank 0 and broadcast, parts) (:mod:`h5mdtool.bench.inputs`);
 2. rank 0 resolves the analysis (topology, selections, weights, reference, frames) and
    broadcasts it (:mod:`h5mdtool.bench.analysis`);
-3. the frames are divided following the input's layout (:mod:`h5mdtool.bench.partition`); every
+3. the frames are divided following the input's layout (:mod:`h5mdtool.parallel.partition`); every
    rank opens the trajectory and computes the RMSDs of its frames
    (:mod:`h5mdtool.bench.engines`);
 4. a barrier (the straggler signal), then ``Gatherv`` of the results to rank 0.
@@ -29,13 +29,13 @@ import numpy as np
 from ..h5md.topology import resolve_topology
 from ..parallel.errors import UsageError, mark_collective
 from ..parallel.mpi import abort_unless_collective, agree, capture_errors, entry_point, is_parallel, root_call
+from ..parallel.partition import partition_frames
 from ..parallel.testhooks import delay
 from .analysis import AnalysisOptions, plan_analysis
 from .digest import data_digest, results_digest
 from .engines import BlocksEngine, FramesEngine
 from .frames import checked_part_scans
 from .inputs import inspect_input, open_source
-from .partition import partition_frames
 from .references import cite
 from .timing import WORK_PHASES, PhaseClock, find_stragglers, own, serial_seconds
 
@@ -118,7 +118,7 @@ def _files_opened(info, source, local, plan, rank, engine):
     else:
         opened = list(source.opened)
     if rank == 0:  # the reference (or selection) frame rank 0 read with MDAnalysis
-        frame = 0 if plan.description["reference"]["kind"] == "file" else plan.description["reference"]["frame"]
+        frame = plan.root_frame
         piece = next(p for p in info.pieces() if p.start <= frame < p.stop)
         path = piece.path if info.manifest is None else os.path.relpath(piece.path, os.path.dirname(info.manifest.path))
         if path not in opened:
@@ -126,8 +126,14 @@ def _files_opened(info, source, local, plan, rank, engine):
     return opened
 
 
-def _run_once(paths, topology, options, group, block_frames, compute_load, engine, comm, input_format=None):
-    """One timed run on every rank: (RMSD rows on rank 0, this rank's record, info, plan, partition)."""
+def _run_once(paths, topology, options, group, block_frames, compute_load, engine, comm, input_format=None,
+              planner=plan_analysis, engines=ENGINES):
+    """One timed run on every rank: (result rows on rank 0, this rank's record, info, plan, partition).
+
+    *planner* resolves the analysis on rank 0 (``planner(info, topology, options)`` returns a
+    plan with ``read_indices``, ``frames``, ``n_values`` and ``root_frame``, and rank 0's phase
+    times); *engines* maps engine names to the classes that compute it.
+    """
     from ..formats import load_decoders
 
     clock = PhaseClock()
@@ -139,7 +145,7 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
     clock.charge("t_init_traj")
     # rank 0 alone resolves the topology, selections and reference (the serial part)
     before = dict(clock.phases) if comm.rank == 0 else None
-    (plan, root_phases), done = _root_step(comm, plan_analysis, info, topology, options, site="bench-setup")
+    (plan, root_phases), done = _root_step(comm, planner, info, topology, options, site="bench-setup")
     _charge_root_step(clock, comm, done, lambda until: clock.split(root_phases, rest="t_init_top", until=until))
     serial = ({phase: clock.phases[phase] - before.get(phase, 0.0) for phase in WORK_PHASES}
               if comm.rank == 0 else None)
@@ -159,7 +165,7 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
         agree(comm, failure[0])
         clock.charge("t_wait")
     source = open_source(info, plan.read_indices, block, comm, engine, topology, scans)
-    results = np.empty((len(local), 3 + len(plan.group_columns)), np.float64)
+    results = np.empty((len(local), 2 + plan.n_values), np.float64)
     results[:, 0] = local
     try:
         with capture_errors() as failure:
@@ -168,7 +174,7 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
         clock.charge("t_init_traj")
         agree(comm, failure[0])  # files no rank can open are reported once, not by every rank
         clock.charge("t_wait")
-        ENGINES[engine](source, plan, compute_load).run(local, results, clock, comm.rank, block)
+        engines[engine](source, plan, compute_load).run(local, results, clock, comm.rank, block)
         comm.Barrier()
         clock.charge("t_wait")
     except BaseException as error:
@@ -187,8 +193,7 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
     span = (int(plan.read_indices[0]), int(plan.read_indices[-1]) + 1)
     read = info.bytes_read(local, *span, whole_frames=engine == "frames")
     if comm.rank == 0:
-        reference = plan.description["reference"]
-        read += info.bytes_read([0 if reference["kind"] == "file" else reference["frame"]], *span, whole_frames=True)
+        read += info.bytes_read([plan.root_frame], *span, whole_frames=True)
     opened = _files_opened(info, source, local, plan, comm.rank, engine)
     record.update(bytes_read=read, mb_per_s=read / 1e6 / record["t_io"] if record["t_io"] > 0 else None,
                   files_opened=len(opened), opened=opened)
@@ -280,6 +285,12 @@ def _provenance(records):
 
     return {"command": command_line(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "hosts": sorted({r["host"] for r in records}), "versions": software_versions()}
+
+
+def _input_record(info):
+    """The report's description of the input: paths, kind, format, atoms, files and layout."""
+    return {"path": info.path, "paths": [f["path"] for f in info.files] if info.kind != "split" else [info.path],
+            "kind": info.kind, "format": info.format, "n_atoms": info.n_atoms, "files": info.files, **info.layout}
 
 
 def _topology_record(topology, n_atoms, source):
@@ -379,9 +390,7 @@ def bench_rmsd(inputs, topology=None, *, comm=None, select="name CA", calc_selec
         "benchmark": "rmsd", "report_version": REPORT_VERSION, "engine": engine, "n_ranks": comm.size,
         "n_frames": info.n_frames, "n_analysed": len(plan.frames), "compute_load": compute_load,
         "block_frames": block_frames,
-        "input": {"path": info.path, "paths": [f["path"] for f in info.files] if info.kind != "split" else [info.path],
-                  "kind": info.kind, "format": info.format, "n_atoms": info.n_atoms, "files": info.files,
-                  **info.layout},
+        "input": _input_record(info),
         "topology": _topology_record(topology, info.n_atoms, topology_source),
         "select": select, "n_selected": description["atoms"]["fit"]["n"], "labels": plan.labels,
         "ref_frame": description["reference"].get("frame"), "analysis": description,

@@ -1,4 +1,4 @@
-"""``h5mdtool bench``: benchmarks (``bench rmsd``, ``bench report``)."""
+"""``h5mdtool bench``: benchmarks (``bench rmsd``, ``bench dihedrals``, ``bench report``)."""
 
 import json
 import os
@@ -7,7 +7,7 @@ import click
 
 from ..parallel.errors import UsageError, mark_collective
 from ..parallel.sizes import human_bytes
-from .options import emit_json, input_format_option
+from .options import compose, emit_json, input_format_option
 
 
 @click.group("bench")
@@ -17,6 +17,7 @@ def command():
     \b
     Examples:
       mpirun -n 4 h5mdtool bench rmsd md.h5md -t md.tpr --out rmsd-4.json
+      mpirun -n 4 h5mdtool bench dihedrals md.h5md -t md.tpr
       h5mdtool bench report rmsd-*.json --plot scaling.png
     """
 
@@ -72,23 +73,34 @@ def _fmt(value, width=8, digits=3):
     return f"{value:>{width}.{digits}f}" if isinstance(value, (int, float)) else f"{'-':>{width}}"
 
 
-def print_rmsd_report(report):
-    """The per-rank table of every run, stragglers, partition and advice."""
-    from ..bench.timing import describe_stragglers, work
-
-    source, analysis = report["input"], report["analysis"]
+def _layout(source):
+    """The input's format and layout for a report's first line."""
     layout = ", ".join(f"{key} {source[key]}" for key in ("layout", "chunks", "compression", "parts")
                        if source.get(key) is not None)
+    return f"{source['format']}; {layout}"
+
+
+def print_rmsd_report(report):
+    """The per-rank table of every run, stragglers, partition and advice."""
+    source, analysis = report["input"], report["analysis"]
     groups = "".join(f", then {g['label']!r} ({g['n']} atoms)" for g in analysis["atoms"]["groups"])
     reference = analysis["reference"]
     reference = (f"frame {reference['frame']}" if reference["kind"] == "frame"
                  else os.path.basename(reference["path"]))
-    click.echo(f"bench rmsd: {source['path']} ({source['format']}; {layout}), {report['n_analysed']} of "
+    click.echo(f"bench rmsd: {source['path']} ({_layout(source)}), {report['n_analysed']} of "
                f"{report['n_frames']} frames, fit {analysis['atoms']['fit']['label']!r} "
                f"({report['n_selected']} atoms){groups}, weights {analysis['weights']}, reference {reference}, "
                f"engine {report['engine']}, compute load {report['compute_load']}, {report['n_ranks']} rank(s)")
     topology = report["topology"]
     click.echo(f"topology: {topology['path'] if topology.get('source', 'file') == 'file' else topology['source']}")
+    print_runs(report)
+
+
+def print_runs(report):
+    """Partition, the per-rank table of every run, stragglers and advice (any benchmark)."""
+    from ..bench.timing import describe_stragglers, work
+
+    source = report["input"]
     partition = report["partition"]
     if partition["scheme"] == "parts":
         click.echo(f"partition: whole parts, {partition['units'] // report['n_ranks']} of {partition['units']} per rank")
@@ -110,13 +122,26 @@ def print_rmsd_report(report):
                        f"{r.get('files_opened', 0):>6}  {r['host']}")
         if run.get("t_serial") is not None:
             click.echo(f"serial part: {run['t_serial']:.3f} s ({100 * (run['serial_fraction'] or 0):.1f}% of t_total), "
-                       "rank 0 alone inspecting the input and resolving the analysis while the others waited")
+                       "rank 0 alone resolving the analysis (topology, selections, reference) while the others waited")
         click.echo(describe_stragglers(run["stragglers"]))
     best = report["runs"][report["best_repeat"]]
     total_bytes = sum(r.get("bytes_read") or 0 for r in best["ranks"])
     click.echo(f"best run: {report['best_repeat'] + 1}, t_total {report['t_total']:.3f} s; "
                f"read {human_bytes(total_bytes)} in all")
     click.echo(f"advice: {report['advice']}")
+
+
+#: Options of every benchmark: the particle group, the input format and the frames analysed.
+input_and_frames_options = compose(
+    click.option("--group", default=None, metavar="NAME", help="H5MD particle group to read. Default: the first listed under /particles, the one MDAnalysis reads."),
+    input_format_option("--format", subject="every INPUT file (not a split manifest)"),
+    click.option("--start", type=int, default=None, help="First frame analysed (0-based, negative from the end), as MDAnalysis run(start=...). Default: 0."),
+    click.option("--stop", type=int, default=None, help="Frame to stop before (exclusive). Default: the end."),
+    click.option("--step", type=click.IntRange(min=1), default=None, help="Analyse every STEP-th frame. Default: 1."),
+    click.option("-b", "begin", type=float, default=None, metavar="PS", help="First time analysed, in ps (gmx -b): frames with time >= B. Not with --start/--stop/--step."),
+    click.option("-e", "end", type=float, default=None, metavar="PS", help="Last time analysed, in ps (gmx -e): frames with time <= E."),
+    click.option("--dt", type=click.FloatRange(min=0, min_open=True), default=None, metavar="PS", help="Only frames whose time is a whole multiple of DT ps (gmx -dt)."),
+)
 
 
 @click.command("rmsd")
@@ -128,17 +153,10 @@ def print_rmsd_report(report):
 @click.option("--weights", type=click.Choice(["none", "mass"]), default="none", show_default=True, help="mass: mass-weighted fit and RMSD (MDAnalysis weights='mass'; gmx rms's default -mw). none: unweighted (MDAnalysis's default, gmx rms -nomw).")
 @click.option("--reference", default=None, metavar="FILE", help="Structure file (PDB, GRO, ...) holding the reference, as gmx rms -s; selections are evaluated on it and on the trajectory's first frame. Default: --ref-frame of the trajectory.")
 @click.option("--ref-frame", type=int, default=None, help="Reference frame of the trajectory (0-based; negative counts from the end). Default: 0.")
-@click.option("--group", default=None, metavar="NAME", help="H5MD particle group to read. Default: the first listed under /particles, the one MDAnalysis reads.")
-@input_format_option("--format", subject="every INPUT file (not a split manifest)")
-@click.option("--start", type=int, default=None, help="First frame analysed (0-based, negative from the end), as MDAnalysis run(start=...). Default: 0.")
-@click.option("--stop", type=int, default=None, help="Frame to stop before (exclusive). Default: the end.")
-@click.option("--step", type=click.IntRange(min=1), default=None, help="Analyse every STEP-th frame. Default: 1.")
-@click.option("-b", "begin", type=float, default=None, metavar="PS", help="First time analysed, in ps (gmx -b): frames with time >= B. Not with --start/--stop/--step.")
-@click.option("-e", "end", type=float, default=None, metavar="PS", help="Last time analysed, in ps (gmx -e): frames with time <= E.")
-@click.option("--dt", type=click.FloatRange(min=0, min_open=True), default=None, metavar="PS", help="Only frames whose time is a whole multiple of DT ps (gmx -dt).")
+@input_and_frames_options
 @click.option("--engine", type=click.Choice(["blocks", "frames"]), default="blocks", show_default=True, help="blocks: blocks of frames read at once (H5MD: only the span of the atoms used) and a batched numpy kernel; frames: MDAnalysis iterated frame by frame as the papers did (each load timed as I/O, each superposition as compute).")
 @click.option("--block-frames", type=click.IntRange(min=1), default=1024, show_default=True, help="Frames read and superposed at once per rank, bounding memory (capped at the frames a rank reads; for H5MD chunked by several frames, whole chunks, at least one).")
-@click.option("--compute-load", type=click.IntRange(min=1), default=1, show_default=True, help="Repeat each superposition K times, as the 40x/70x/100x RMSD loads of Khoshlessan et al., Parallel performance of molecular dynamics trajectory analysis, Concurrency Computat. Pract. Exper. 32:e5789 (2020), doi:10.1002/cpe.5789: raises the compute/I-O ratio to see how the advice and the scaling change.")
+@click.option("--compute-load", type=click.IntRange(min=1), default=1, show_default=True, help="Repeat each superposition K times, as the 40x/70x/100x RMSD loads of Khoshlessan et al., Parallel performance of molecular dynamics trajectory analysis, Concurrency Computat. Pract. Exper. 32:e5789 (2020), doi:10.1002/cpe.5789: raises the compute/I-O ratio to see how the advice and the scaling change (a synthetic load; 'bench dihedrals' is the papers' real compute-bound workload).")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="Number of runs; the report's headline is the fastest, every run is kept.")
 @click.option("--out", "out_path", default=None, metavar="FILE.json", help="Write the JSON report here (per-rank timings in seconds, bytes read, stragglers, compute/I-O ratio, advice, provenance).")
 @click.option("--rmsd-out", default=None, metavar="FILE", help="Write the RMSDs (frame, time, fit group, then each --calc-select group) as .npy, .csv or GROMACS .xvg.")
@@ -163,8 +181,8 @@ def rmsd_command(inputs, topology, select, calc_select, index, weights, referenc
     reference), t_init_traj (inspecting and opening the trajectory, importing its
     decoders), t_io, t_compute, t_wait (any wait for another rank: for rank 0's setup, at
     a collective open, at the barrier after the loop), t_comm (broadcasts and the Gatherv
-    of the results). The serial part (rank 0 alone inspecting the input and resolving the
-    analysis while the others wait) is reported apart. Stragglers are judged on each
+    of the results). The serial part (rank 0 alone resolving the analysis while the others
+    wait) is reported apart. Stragglers are judged on each
     rank's own io + compute (the serial part left out); the compute/I-O ratio of the
     advice is the typical (median) rank's.
 
@@ -226,6 +244,95 @@ def _runs_line(result):
     count = result["runs_compared"]
     return (f"per rank count the fastest run: best of the first {count} run{'s' if count > 1 else ''} of each report "
             f"(the smallest --repeat among them; a first run includes start-up)")
+
+
+def print_dihedrals_report(report):
+    """The run's summary line, then the per-rank table of every run (:func:`print_runs`)."""
+    source, analysis = report["input"], report["analysis"]
+    residues = analysis["residues"]
+    click.echo(f"bench dihedrals: {source['path']} ({_layout(source)}), {report['n_analysed']} of "
+               f"{report['n_frames']} frames, {residues['n']} residues of {analysis['atoms']['label']!r} "
+               f"({residues['first']} to {residues['last']}; {analysis['n_features']} features per frame: "
+               f"cos and sin of phi and psi), engine {report['engine']}, compute load {report['compute_load']}, "
+               f"{report['n_ranks']} rank(s)")
+    print_runs(report)
+
+
+@click.command("dihedrals")
+@click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
+@click.option("--topology", "-t", required=True, metavar="FILE", help="Topology read by MDAnalysis (PSF, GRO, TPR, PDB...); its atom count must match INPUT's.")
+@click.option("--select", "-s", default="protein", show_default=True, metavar="SEL", help="Atoms whose residues are featurized: an MDAnalysis selection, or with -n a group of the index file. Residues are kept as MDAnalysis's Ramachandran keeps them (not the protein's first or last residue; each needs C, N and CA and both neighbours).")
+@click.option("--index", "-n", default=None, metavar="NDX", help="GROMACS index file; --select may name its groups by name or number (from 0).")
+@input_and_frames_options
+@click.option("--engine", type=click.Choice(["blocks", "frames"]), default="blocks", show_default=True, help="blocks: blocks of frames read at once and a batched numpy kernel; frames: MDAnalysis iterated frame by frame and one MDAnalysis calc_dihedrals call per angle, as the papers' code called dihedral.value() (each load timed as I/O, each frame's angles as compute).")
+@click.option("--block-frames", type=click.IntRange(min=1), default=1024, show_default=True, help="Frames read and featurized at once per rank, bounding memory (capped at the frames a rank reads; for H5MD chunked by several frames, whole chunks, at least one).")
+@click.option("--compute-load", type=click.IntRange(min=1), default=1, show_default=True, help="Repeat each frame's (or block's) featurization K times: a synthetic load on top of the real one.")
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="Number of runs; the report's headline is the fastest, every run is kept.")
+@click.option("--out", "out_path", default=None, metavar="FILE.json", help="Write the JSON report here (per-rank timings in seconds, bytes read, stragglers, compute/I-O ratio, advice, provenance).")
+@click.option("--features-out", default=None, metavar="FILE", help="Write the features (frame, time in ps, then cos phi, sin phi, cos psi, sin psi of each residue) as .npy or .csv.")
+@click.option("--plot", "plot_path", default=None, metavar="FILE", help="Draw per-rank bars of the phases of the fastest run, waiting shown apart (.png/.pdf/.svg; needs matplotlib, the 'plot' extra).")
+@click.option("--force", "-f", is_flag=True, help="Replace existing --out, --features-out and --plot files.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of the table.")
+@click.option("--progress/--no-progress", default=None, help="Accepted for symmetry with other commands; the benchmark shows no bar (it would disturb the timings).")
+def dihedrals_command(inputs, topology, select, index, group, input_format, start, stop, step, begin, end, dt, engine,
+                      block_frames, compute_load, repeat, out_path, features_out, plot_path, force, as_json, progress):
+    """Backbone dihedral featurization, frames split over MPI ranks, every phase timed.
+
+    The papers' compute-bound workload (dihedral featurization, Algorithm 2 of Khoshlessan,
+    Paraskevakos, Fox, Jha & Beckstein, Guidelines for obtaining ideal performance for
+    parallel analysis of molecular dynamics trajectories with Python on HPC resources,
+    manuscript): for every frame, phi and psi of each residue, each angle as (cos, sin);
+    4 features per residue (848 for the 212 inner residues of adenylate kinase). The angles
+    equal MDAnalysis's Ramachandran(u.select_atoms(SEL)).run().results.angles for whole
+    molecules (no minimum image is applied).
+
+    INPUT is read as by 'bench rmsd': an H5MD file (MPI-IO on several ranks), XTC/TRR/DCD
+    segments, or a split manifest. Per rank, in seconds, adding up to t_total: t_init_top,
+    t_init_traj, t_io, t_compute, t_wait, t_comm (see 'bench rmsd --help'); stragglers are
+    judged on work = total - wait - comm, and the advice follows the compute/I-O ratio.
+
+    \b
+    Examples:
+      h5mdtool bench dihedrals md.h5md -t md.psf
+      mpirun -n 4 h5mdtool bench dihedrals md.h5md -t md.tpr --repeat 3 --out dihedrals-4.json
+      mpirun -n 4 h5mdtool bench dihedrals md.xtc -t md.tpr --engine frames --features-out features.npy
+    """
+    from ..bench.dihedrals import bench_dihedrals, features_format, write_features
+    from ..parallel.mpi import resolve, root_call
+
+    comm = resolve()
+    if features_out is not None:
+        try:
+            fmt = features_format(features_out)
+        except UsageError as error:
+            raise mark_collective(error)
+    root_call(comm, _check_outputs, (out_path, features_out, plot_path), (*inputs, topology), force, plot_path)
+    result = bench_dihedrals(list(inputs), topology, comm=comm, select=select, index=index, start=start, stop=stop,
+                             step=step, begin=begin, end=end, dt=dt, group=group, format=input_format,
+                             block_frames=block_frames, compute_load=compute_load, repeat=repeat, engine=engine)
+    if comm.rank != 0:
+        return
+    report = result["report"]
+    if out_path:
+        _save_json(report, out_path)
+    if features_out:
+        _write_stream(features_out, lambda handle: write_features(handle, result["features"], result["labels"], fmt),
+                      binary=True)
+    if plot_path:
+        from ..bench.plots import image_format, plot_ranks
+
+        best = report["runs"][report["best_repeat"]]
+        title = (f"bench dihedrals: {os.path.basename(report['input']['path'])}, engine {report['engine']}, "
+                 f"{report['n_ranks']} rank(s)\n{report['n_residues']} residues, {report['n_analysed']} frames, "
+                 f"compute load {report['compute_load']}; fastest of {len(report['runs'])} run(s)")
+        _write(plot_path, lambda temporary: plot_ranks(best, temporary, title, image_format(plot_path)))
+    if as_json:
+        emit_json(report)
+        return
+    print_dihedrals_report(report)
+    written = [path for path in (out_path, features_out, plot_path) if path]
+    click.echo(f"dihedrals: {len(result['features'])} frames x {result['features'].shape[1] - 2} features"
+               + (f"; written to {', '.join(written)}" if written else ""))
 
 
 def _print_scaling(result):
@@ -352,4 +459,5 @@ def report_command(runs, layouts_mode, plot_path, as_csv, as_json, force, model_
 
 
 command.add_command(rmsd_command)
+command.add_command(dihedrals_command)
 command.add_command(report_command)

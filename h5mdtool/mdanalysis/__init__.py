@@ -1,4 +1,5 @@
-"""h5mdtool for MDAnalysis users: a fast H5MD reader, the topology an H5MD file carries.
+"""h5mdtool for MDAnalysis users: a fast H5MD reader, the topology an H5MD file carries, and
+an MPI backend for MDAnalysis's parallel analysis.
 
 Importing this package (``import h5mdtool.mdanalysis``) registers with MDAnalysis
 
@@ -13,6 +14,9 @@ Importing this package (``import h5mdtool.mdanalysis``) registers with MDAnalysi
   masses, charges and bonds as ``h5mdtool convert --topology`` stores them, so
   ``MDAnalysis.Universe("md.h5md")`` has the atoms' names and residues.
 
+:class:`MPIBackend` runs an MDAnalysis analysis over the ranks of ``mpirun``
+(:mod:`~h5mdtool.mdanalysis.backend`, docs/parallel-analysis.md).
+
 Examples
 --------
 >>> import h5mdtool.mdanalysis as h5mda
@@ -20,8 +24,11 @@ Examples
 >>> u = h5mda.Universe("md.h5md", topology="md.psf")
 >>> import MDAnalysis as mda
 >>> u = mda.Universe("md.psf", "md.h5md", format="H5MDTOOL")
+>>> from MDAnalysis.analysis.rms import RMSD
+>>> RMSD(u, select="name CA").run(backend=h5mda.MPIBackend(), unsupported_backend=True)
 """
 
+from .backend import MPIBackend
 from .reader import H5MDToolReader
 from .topology import H5MDParser
 
@@ -62,4 +69,4 @@ def Universe(path, topology=None, **kwargs):
     return MDAnalysis.Universe(str(topology), path, **kwargs)
 
 
-__all__ = ["H5MDParser", "H5MDToolReader", "Universe"]
+__all__ = ["H5MDParser", "H5MDToolReader", "MPIBackend", "Universe"]

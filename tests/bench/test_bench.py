@@ -233,7 +233,7 @@ def test_six_parts_each_opened_by_one_rank(comm, shared_tmp, adk, adk_reference,
 
 
 def test_parts_shared_when_ranks_do_not_divide_them():
-    from h5mdtool.bench.partition import partition_frames
+    from h5mdtool.parallel.partition import partition_frames
 
     edges = [0, 17, 34, 50, 66, 82, 98]
     assert partition_frames(np.arange(98), 4, part_edges=edges).shared_units == 2

@@ -9,7 +9,7 @@ import pytest
 from numpy.testing import assert_array_equal
 
 import h5mdtool
-from h5mdtool.bench.partition import partition_frames
+from h5mdtool.parallel.partition import partition_frames
 
 
 @pytest.fixture(params=[{}, {"compression": "zstd"}, {"precision": 0.001}], ids=["plain", "zstd", "precision"])

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..parallel.mpi import balanced_slices
+from .mpi import balanced_slices
 
 
 @dataclass
