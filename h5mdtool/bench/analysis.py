@@ -159,7 +159,7 @@ def select_frames(n_frames, options, times):
         raise UsageError(f"--step must be a positive number of frames, got {options.step}")
     frames = np.arange(n_frames)[slice(options.start, options.stop, options.step)]
     if len(frames) == 0:
-        raise UsageError(f"--start {options.start} --stop {options.stop} --step {options.step} "
+        raise InputError(f"--start {options.start} --stop {options.stop} --step {options.step} "
                          f"selects none of the {n_frames} frames")
     return frames
 
@@ -230,7 +230,7 @@ def plan_analysis(info, topology, options):
     frames = select_frames(info.n_frames, options, lambda: frame_times(info))
     ref_frame = 0 if options.ref_frame is None else options.ref_frame
     if not -info.n_frames <= ref_frame < info.n_frames:
-        raise UsageError(f"--ref-frame {ref_frame} is outside the {info.n_frames} frames")
+        raise InputError(f"--ref-frame {ref_frame} is outside the {info.n_frames} frames")
     ref_frame %= info.n_frames
     phases["t_io"] += time.perf_counter() - mark
 

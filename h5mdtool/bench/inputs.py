@@ -186,7 +186,7 @@ def inspect_input(paths, group=None, format=None):
             raise InputError(f"{path}: no such file")
     formats = [detect_format(p, format) for p in paths]
     if group is not None and any(f != "H5MD" for f in formats):
-        raise UsageError("--group chooses the particle group of H5MD files; this input is " + ", ".join(formats))
+        raise InputError("--group chooses the particle group of H5MD files; this input is " + ", ".join(formats))
     index = scan(paths, group=group, format=format)
     _check_positions(index)
     n_frames = len(position_frames(index))
@@ -222,7 +222,7 @@ def _check_positions(index):
 def _inspect_manifest(path, group):
     manifest = checked_manifest(path)
     if group is not None and manifest.format != "H5MD":
-        raise UsageError(f"--group chooses an H5MD particle group; the parts of {path} are {manifest.format}")
+        raise InputError(f"--group chooses an H5MD particle group; the parts of {path} are {manifest.format}")
     if manifest.format == "TRR":  # a TRR may save velocities or forces alone (nstvout != nstxout)
         for part in manifest.parts:
             _check_positions(TrajectoryIndex([scan_segment(part.path)]))

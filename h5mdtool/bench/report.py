@@ -156,7 +156,7 @@ _FLAGGED = (
 
 
 def _compare(loaded, rules, refuse):
-    """Refuse (UsageError) or list (warnings) the rules on which the reports differ."""
+    """Refuse (InputError) or list (warnings) the rules on which the reports differ."""
     warnings = []
     for what, key in rules:
         values = {}
@@ -165,7 +165,7 @@ def _compare(loaded, rules, refuse):
         if len(values) > 1:
             groups = "; ".join(f"{', '.join(names)}: {value}" for value, names in values.items())
             if refuse:
-                raise UsageError(f"the reports differ in {what} ({groups}); compare like with like")
+                raise InputError(f"the reports differ in {what} ({groups}); compare like with like")
             warnings.append(f"the reports differ in {what} ({groups})")
     return warnings
 
@@ -243,7 +243,7 @@ def layouts(loaded):
     for name, report in loaded:
         inputs.setdefault((report["input"]["path"], _layout_key(report)), []).append(report)
     if len(inputs) < 2:
-        raise UsageError("--layouts compares several inputs; these reports all measure one "
+        raise InputError("--layouts compares several inputs; these reports all measure one "
                          "(leave out --layouts for its scaling table)")
     basenames = [os.path.basename(path) for path, _ in inputs]
     columns = []

@@ -29,7 +29,7 @@ class Rule:
 
 RULES = {
     # reading the file at all; links
-    "FILE001": Rule(ERROR, "any", "the file cannot be read at all: missing, a directory, not a regular file (a FIFO, a device), not HDF5 (or not JSON for a manifest), truncated; exit status 2", "check the path; regenerate or copy the file again"),
+    "FILE001": Rule(ERROR, "any", "the file cannot be read at all: missing, a directory, not a regular file (a FIFO, a device), not HDF5 (or not JSON for a manifest), truncated; exit status 1", "check the path; regenerate or copy the file again"),
     "FILE002": Rule(ERROR, "any", "a group cannot be listed", "the file is damaged: regenerate it"),
     "FILE003": Rule(ERROR, "any", "an object, attribute or dataset cannot be read (damaged, or a datatype h5py cannot map)", "regenerate the file"),
     "FILE004": Rule(ERROR, "any", "libhdf5 itself crashed while reading the file (damaged metadata); files are read in a child process so that only it dies, and no other check could run", "regenerate or copy the file again"),
@@ -205,10 +205,8 @@ class ValidationReport:
 
     @property
     def exit_code(self):
-        """2 if a file could not be read at all, 1 if errors (or warnings with strict), else 0."""
-        if self.unreadable:
-            return 2
-        return 1 if any(r.failed(self.strict) for r in self.files) else 0
+        """1 if a file could not be read at all or has errors (or warnings with strict), else 0."""
+        return 1 if self.unreadable or any(r.failed(self.strict) for r in self.files) else 0
 
     def as_dict(self):
         from .. import __version__

@@ -357,7 +357,7 @@ def info(path, *, comm=None):
     Raises
     ------
     UnreadableError
-        If the file cannot be opened as HDF5 (exit status 2).
+        If the file cannot be opened as HDF5 (exit status 1).
     InputError
         If libhdf5 crashes reading the file (damaged metadata; serial runs only).
     """

@@ -16,8 +16,8 @@ def command(file, as_json):
     For each dataset: shape, dtype, chunks, filters, stored and raw bytes, and for
     per-atom data what reading one frame touches (chunks and bytes). The findings of
     'h5mdtool validate' follow, with the 'h5mdtool convert' command that fixes the layout
-    ones. Exit status 2 if the file cannot be read at all, 1 if libhdf5 crashes or stops
-    making progress on it (damaged metadata), else 0.
+    ones. Exit status 1 if the file cannot be read at all or libhdf5 crashes or stops
+    making progress on it (damaged metadata), 2 for a wrong command line, else 0.
 
     \b
     Examples:

@@ -70,8 +70,9 @@ def command(files, profile, against, tolerance, against_format, on_overlap, stri
     Serial runs read each file in a child process: a libhdf5 crash, or no progress for
     H5MDTOOL_READ_TIMEOUT seconds (default 60), becomes a finding instead of a hang.
 
-    Exit status: 0 no errors (warnings allowed unless --strict), 1 errors found, 2 a file
-    could not be read at all (missing, a directory, a FIFO, not HDF5, truncated).
+    Exit status: 0 no errors (warnings allowed unless --strict); 1 errors found, or a file
+    could not be read at all (missing, a directory, a FIFO, not HDF5, truncated: one
+    'error:' line each, the other files still checked); 2 a wrong command line.
 
     \b
     Examples:

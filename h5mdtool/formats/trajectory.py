@@ -310,13 +310,15 @@ def select_frames(n_frames, start=None, stop=None, step=None):
     Raises
     ------
     UsageError
-        If *step* is not positive or no frame is selected.
+        If *step* is not positive.
+    InputError
+        If no frame is selected.
     """
     if step is not None and step < 1:
         raise UsageError(f"--step must be a positive number of frames, got {step}")
     frames = range(n_frames)[slice(start, stop, step)]
     if len(frames) == 0:
-        raise UsageError(
+        raise InputError(
             f"the frame selection start={start} stop={stop} step={step} picks none of the "
             f"{n_frames} frames"
         )

@@ -340,7 +340,7 @@ class Layout:
 
         Raises
         ------
-        UsageError
+        InputError
             If an input is not an XTC with compressed coordinates, the inputs' precisions
             differ, or their grid is not a whole number of the stored integer unit.
         """
@@ -350,17 +350,17 @@ class Layout:
         for segment in index.segments:
             values = segment.details.get("precision") if segment.format == "XTC" else None
             if values is None:
-                raise UsageError(f"--precision xtc keeps an XTC's own grid, but {segment.path} is not an XTC "
+                raise InputError(f"--precision xtc keeps an XTC's own grid, but {segment.path} is not an XTC "
                                  "with compressed coordinates; give --precision in nm")
             precisions.update(np.unique(values[segment.kept_frames]).tolist())
         if len(precisions) != 1:
-            raise UsageError(f"--precision xtc: the inputs were written at several precisions "
+            raise InputError(f"--precision xtc: the inputs were written at several precisions "
                              f"({', '.join(f'{p:g}' for p in sorted(precisions))}); give --precision in nm")
         per_nm = precisions.pop()
         step = 1.0 / per_nm
         ratio = step / grid_step(step)
         if abs(ratio - round(ratio)) > 1e-6:
-            raise UsageError(f"--precision xtc: the XTC grid of 1/{per_nm:g} nm is not a whole number of "
+            raise InputError(f"--precision xtc: the XTC grid of 1/{per_nm:g} nm is not a whole number of "
                              "the integer unit h5mdtool stores; give --precision in nm")
         self.precision = step
         self.precision_source = f"xtc (precision {per_nm:g} per nm: the XTC's integers kept exactly)"

@@ -122,16 +122,14 @@ def select_atoms(topology, selection, n_atoms):
 
     Raises
     ------
-    UsageError
-        If a selection is given without a topology.
     InputError
-        If the topology cannot be read, does not match the trajectory's atom count, or the
+        If a selection is given without a topology, if the topology cannot be read, does not match the trajectory's atom count, or the
         selection is invalid or matches nothing.
     """
     if selection is None and topology is None:
         return None, None
     if topology is None:
-        raise UsageError("--select needs --topology FILE to know the atoms' names")
+        raise InputError("--select needs --topology FILE to know the atoms' names")
     universe = load_topology(topology)
     if len(universe.atoms) != n_atoms:
         raise InputError(f"{topology} has {len(universe.atoms)} atoms but the trajectory has {n_atoms}")

@@ -221,15 +221,15 @@ def _plan(comm, inputs, outdir, nparts, *, part_format, on_overlap, on_truncated
     if part_format == "same":
         formats = {detect_format(path, input_format) for path in inputs}
         if len(formats) > 1:
-            raise UsageError("--format same needs inputs of one format; use --format h5md to mix them")
+            raise InputError("--format same needs inputs of one format; use --format h5md to mix them")
         if not formats <= {"XTC", "TRR", "DCD"}:
-            raise UsageError(f"--format same copies XTC, TRR or DCD frames; for {', '.join(sorted(formats))} "
+            raise InputError(f"--format same copies XTC, TRR or DCD frames; for {', '.join(sorted(formats))} "
                              "input use --format h5md")
     index = scan(inputs, on_overlap=on_overlap, on_truncated=on_truncated, format=input_format)
     frames = select_trajectory_frames(index, **selection)
     if nparts > len(frames):
         chosen = "" if len(frames) == index.n_frames else f"{len(frames)} selected of the "
-        raise UsageError(f"--nparts {nparts} is more than the {chosen}{index.n_frames} frames of the trajectory")
+        raise InputError(f"--nparts {nparts} is more than the {chosen}{index.n_frames} frames of the trajectory")
     fmt = index.formats[0] if part_format == "same" else "H5MD"
     parts = balanced_slices(len(frames), nparts)
     names = _part_names(nparts, EXTENSIONS[fmt])

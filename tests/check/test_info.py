@@ -162,7 +162,7 @@ def test_info_of_unreadable_files(tmp_path):
         with pytest.raises(UnreadableError):
             info(str(path))
         result = CliRunner().invoke(cli, ["info", str(path)])
-        assert result.exit_code == 2 and result.output.startswith("error: ") and result.output.count("\n") == 1
+        assert result.exit_code == 1 and result.output.startswith("error: ") and result.output.count("\n") == 1
 
 
 def test_info_of_a_plain_hdf5_file(tmp_path):

@@ -278,10 +278,10 @@ def test_garbage_files(tmp_path, solvated):
         with pytest.raises(UnreadableError):
             validate_file(str(tmp_path / name))
         result = runner.invoke(cli, ["validate", str(tmp_path / name)])
-        assert result.exit_code == 2 and "Traceback" not in result.output
+        assert result.exit_code == 1 and "Traceback" not in result.output
         assert result.output.count("\n") == 1 and result.output.startswith("error: ")
     result = runner.invoke(cli, ["validate", str(tmp_path)])
-    assert result.exit_code == 2 and "is a directory" in result.output
+    assert result.exit_code == 1 and "is a directory" in result.output
 
 
 def test_truncated_hdf5(tmp_path, good):
@@ -289,8 +289,8 @@ def test_truncated_hdf5(tmp_path, good):
     data = open(good, "rb").read()
     path.write_bytes(data[: len(data) // 3])
     result = CliRunner().invoke(cli, ["validate", str(path)])
-    assert result.exit_code == 2 and "truncated" in result.output and result.output.count("\n") == 1
-    assert CliRunner().invoke(cli, ["info", str(path)]).exit_code == 2
+    assert result.exit_code == 1 and "truncated" in result.output and result.output.count("\n") == 1
+    assert CliRunner().invoke(cli, ["info", str(path)]).exit_code == 1
 
 
 def test_damaged_object_header(tmp_path, good):
@@ -376,11 +376,11 @@ def test_exit_codes_and_json(tmp_path, good):
     assert runner.invoke(cli, ["validate", warned, "--strict"]).exit_code == 1
     (tmp_path / "junk.h5md").write_text("junk")
     result = runner.invoke(cli, ["validate", good, bad, warned, str(tmp_path / "junk.h5md"), "--json"])
-    assert result.exit_code == 2
+    assert result.exit_code == 1
     document = json.loads(result.stdout)
     assert set(document) == {"h5mdtool_version", "profile", "strict", "against", "tolerance", "files", "errors",
                              "warnings", "notes", "unreadable", "exit_code"}
-    assert document["exit_code"] == 2 and document["unreadable"] == [str(tmp_path / "junk.h5md")]
+    assert document["exit_code"] == 1 and document["unreadable"] == [str(tmp_path / "junk.h5md")]
     assert [f["file"] for f in document["files"]] == [good, bad, warned, str(tmp_path / "junk.h5md")]
     assert [f["errors"] for f in document["files"]] == [0, 1, 0, 1]
     assert document["errors"] == 2 and document["warnings"] == 1 and document["notes"] == 1  # warned's e-mail
@@ -651,7 +651,7 @@ def test_manifests(tmp_path, adk, fmt):
     assert {f["rule"] for f in findings if f["severity"] == "error"} >= {"MAN002", "AGAINST003"}
     (outdir / "broken.json").write_text("{not json")
     result = runner.invoke(cli, ["validate", str(outdir / "broken.json")])
-    assert result.exit_code == 2 and result.output.startswith("error: ")
+    assert result.exit_code == 1 and result.output.startswith("error: ")
 
 
 def test_random_corruption_never_escapes(tmp_path, adk):

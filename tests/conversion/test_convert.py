@@ -399,14 +399,20 @@ def test_output_is_input_refused(tmp_path, adk_frames):
         ({"compression": "brotli"}, "unknown compression"),
         ({"chunk_frames": 0}, "chunk-frames"),
         ({"stripe_size": 1000}, "multiple of 64K"),
-        ({"select": "name CA"}, "--topology"),
-        ({"start": 200}, "picks none"),
         ({"step": 0}, "positive"),
     ],
 )
 def test_usage_errors(tmp_path, adk, options, message):
     output = tmp_path / "out.h5md"
     with pytest.raises(UsageError, match=message):
+        convert(adk[1], str(output), progress=False, **options)
+    assert not output.exists()
+
+
+@pytest.mark.parametrize("options, message", [({"select": "name CA"}, "--topology"), ({"start": 200}, "picks none")])
+def test_options_that_do_not_fit_the_input_are_input_errors(tmp_path, adk, options, message):
+    output = tmp_path / "out.h5md"
+    with pytest.raises(InputError, match=message):
         convert(adk[1], str(output), progress=False, **options)
     assert not output.exists()
 

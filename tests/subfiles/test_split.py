@@ -140,7 +140,7 @@ def test_manifest_contents(tmp_path, solvated):
 
 
 def test_refusals(tmp_path, solvated, adk):
-    with pytest.raises(UsageError, match="more than the 10 frames"):
+    with pytest.raises(InputError, match="more than the 10 frames"):
         split(solvated["XTC"], str(tmp_path / "a"), 11, progress=False)
     assert not (tmp_path / "a").exists()
     busy = tmp_path / "busy"
@@ -151,7 +151,7 @@ def test_refusals(tmp_path, solvated, adk):
     assert (busy / "keep.txt").read_text() == "mine"
     split(solvated["XTC"], str(busy), 2, force=True, progress=False)
     assert not (busy / "keep.txt").exists()
-    with pytest.raises(UsageError, match="one format"):
+    with pytest.raises(InputError, match="one format"):
         split([solvated["XTC"], solvated["TRR"]], str(tmp_path / "b"), 2, progress=False)
     with pytest.raises(InputError, match="atoms"):
         split([solvated["XTC"], adk[1]], str(tmp_path / "c"), 2, format="h5md", progress=False)
@@ -191,7 +191,7 @@ def test_cli(tmp_path, adk):
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["n_parts"] == 4
     result = runner.invoke(cli, ["split", adk[1], "--nparts", "400", "-o", str(tmp_path / "q")])
-    assert result.exit_code == 2 and result.output.startswith("error: --nparts 400")
+    assert result.exit_code == 1 and result.output.startswith("error: --nparts 400")
     result = runner.invoke(cli, ["split", str(tmp_path / "missing.xtc"), "--nparts", "2", "-o", str(tmp_path / "r")])
     assert result.exit_code == 1 and "no such file" in result.output and "Traceback" not in result.output
     help_text = runner.invoke(cli, ["split", "--help"]).output
