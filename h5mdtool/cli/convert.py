@@ -13,7 +13,7 @@ from .options import (
 
 @click.command("convert")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
-@click.option("--output", "-o", default=None, metavar="FILE", help="H5MD file to write (written under a temporary name, renamed when complete).")
+@click.option("--output", "-o", default=None, metavar="FILE", help="H5MD file to write (written under a temporary name, renamed when complete); a name ending in another format's extension (.xtc, .pdb, ...) is refused.")
 @click.option("--append", "append_to", default=None, metavar="FILE", help="Instead of --output: add the frames of INPUT... to FILE, an H5MD file written by h5mdtool, in its own layout. The frames must follow its last step (--on-overlap later replaces the file's frames from the first new step on, first drops the new frames the file holds). Interrupted, FILE keeps its old frames: the new ones become visible all at once at the end.")
 @atom_options
 @frame_options

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..formats import check_trajectory, load_decoders, scan
 from ..formats.frametimes import check_one_selection, describe_frames, select_trajectory_frames
+from ..formats.registry import NAMED_FORMATS
 from ..h5md.chunkcodec import UnsupportedPipeline
 from ..h5md.chunkwriter import DirectChunkWriter, encoding_threads
 from ..h5md.codecs import codec
@@ -28,8 +29,8 @@ from ..parallel.mpi import (
     close_h5, discard_h5, entry_point, is_parallel, open_h5, require_parallel_h5py, root_call
 )
 from ..parallel.outputs import (
-    check_output_file, is_write_failure, lfs_setstripe, preallocate, publish, remove_quietly, system_reason,
-    temporary_name, write_failure, write_failures_reported
+    check_output_extension, check_output_file, is_write_failure, lfs_setstripe, preallocate, publish, remove_quietly,
+    system_reason, temporary_name, write_failure, write_failures_reported
 )
 from ..parallel.progress import progress_bar
 from ..parallel.testhooks import delay
@@ -173,6 +174,7 @@ def _plan(comm, inputs, output, *, topology, select, index_file, atom_indices_fi
           dt, velocities, forces, on_overlap, on_truncated, format, group, force, layout, command):
     """Rank 0: check the output, scan inputs, select atoms and frames, group the elements."""
     check_one_selection(start, stop, step, begin, end, dt)
+    check_output_extension(output, "H5MD", NAMED_FORMATS, ".h5md")
     check_output_file(output, inputs, force)
     index = scan(inputs, on_overlap=on_overlap, format=format, on_truncated=on_truncated, group=group)
     layout.resolve_precision(index)

@@ -28,6 +28,7 @@ from ..conversion.atomselect import resolve_atoms
 from ..conversion.convert import ConvertPlan, choose_split_xyz, write_h5md_file
 from ..formats import check_trajectory, detect_format, scan
 from ..formats.frametimes import check_one_selection, describe_frames, select_trajectory_frames
+from ..formats.registry import NAMED_FORMATS
 from ..h5md.layout import Layout
 from ..h5md.provenance import base_record
 from ..h5md.topology import carries_topology, load_topology, write_topology
@@ -212,11 +213,22 @@ def _check_parts_hold_positions(index, frames, parts, names):
                 f"or --format same")
 
 
+def _check_directory_name(outdir):
+    """Refuse a new output directory named like a file of a format (``-o parts.xtc``, a gmx habit)."""
+    name = os.path.normpath(outdir)
+    extension = os.path.splitext(name)[1].lower()
+    if extension in NAMED_FORMATS and not os.path.isdir(name):
+        stem = os.path.splitext(os.path.basename(name))[0]
+        raise UsageError(f"{outdir}: split writes a directory of parts and {MANIFEST_NAME}, but {extension} names "
+                         f"{NAMED_FORMATS[extension]}; give a directory name, e.g. {stem}-parts/")
+
+
 def _plan(comm, inputs, outdir, nparts, *, part_format, on_overlap, on_truncated, input_format, force, options,
           selection, command):
     """Rank 0: check the options, the output directory and the inputs; choose the frames and the parts."""
     check_one_selection(**selection)
     layout = _checked_layout(part_format, nparts, options)
+    _check_directory_name(outdir)
     output_existed = check_output_directory(outdir, inputs, force)
     if part_format == "same":
         formats = {detect_format(path, input_format) for path in inputs}

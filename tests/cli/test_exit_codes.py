@@ -6,6 +6,8 @@ before any file is read; 1 means a file or what it holds (missing, unreadable, a
 that does not fit it, such as more parts than frames, or an existing output).
 """
 
+import os
+
 import pytest
 from click.testing import CliRunner
 
@@ -68,3 +70,24 @@ def test_exit_status_of_every_command(files, adk, kind, expected):
     assert not wrong, wrong
     commands = {tuple(args[:2]) if args[0] == "bench" else args[0] for args in cases.values()}
     assert commands >= {"convert", "split", "validate", "info", "topology", ("bench", "rmsd")}
+
+
+@pytest.mark.parametrize("args, names", [
+    (["convert", "{xtc}", "-o", "{dir}/md.xtc"], ".xtc names XTC, but the output is H5MD; name it e.g. md.h5md"),
+    (["convert", "{xtc}", "-o", "{dir}/md.TRR"], ".trr names TRR"),
+    (["convert", "{xtc}", "-o", "{dir}/md.pdb"], ".pdb names PDB"),
+    (["split", "{xtc}", "--nparts", "2", "-o", "{dir}/parts.xtc"], "give a directory name, e.g. parts-parts/"),
+    (["topology", "{xtc}", "-o", "{dir}/md.gro", "--format", "pdb"], ".gro names GRO, but the output is PDB"),
+])
+def test_output_named_like_another_format_is_refused(tmp_path, solvated, args, names):
+    """convert -o md.xtc once wrote an H5MD file named md.xtc, with exit status 0."""
+    args = [arg.format(xtc=solvated["XTC"], dir=tmp_path) for arg in args]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2 and result.output.count("\n") == 1 and names in result.output, result.output
+    assert os.listdir(tmp_path) == []
+
+
+def test_output_extensions_of_h5md_and_unknown_ones_are_accepted(tmp_path, solvated):
+    for name in ("md.h5", "md.hdf5", "md.H5MD", "md"):
+        result = CliRunner().invoke(cli, ["convert", solvated["XTC"], "-o", str(tmp_path / name), "--stop", "1"])
+        assert result.exit_code == 0, result.output
