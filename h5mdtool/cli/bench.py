@@ -7,7 +7,7 @@ import click
 
 from ..parallel.errors import UsageError, mark_collective
 from ..parallel.sizes import human_bytes
-from .options import emit_json, input_format_option
+from .options import emit_json, input_format_option, select_not_a_file
 
 
 @click.group("bench")
@@ -117,7 +117,7 @@ def print_rmsd_report(report):
 @click.command("rmsd")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
 @click.option("--topology", "-t", required=True, metavar="FILE", help="Topology read by MDAnalysis (PSF, GRO, TPR, PDB...); its atom count must match INPUT's.")
-@click.option("--select", "-s", default="name CA", show_default=True, metavar="SEL", help="Fit group: an MDAnalysis selection, or with -n a group of the index file (name or number). Evaluated on the reference frame's coordinates (and box) from the trajectory, as MDAnalysis evaluates it on the current frame.")
+@click.option("--select", "-s", default="name CA", show_default=True, metavar="SEL", callback=select_not_a_file(" (or --reference, gmx rms's -s)"), help="Fit group: an MDAnalysis selection, or with -n a group of the index file (name or number). Evaluated on the reference frame's coordinates (and box) from the trajectory, as MDAnalysis evaluates it on the current frame.")
 @click.option("--calc-select", multiple=True, metavar="SEL", help="Further RMSD group, measured after the fit on --select without refitting (MDAnalysis's groupselections, gmx rms's calc group); repeat for several. Selection or index group.")
 @click.option("--index", "-n", default=None, metavar="NDX", help="GROMACS index file; --select and --calc-select may name its groups by name or number (from 0, as gmx lists them).")
 @click.option("--weights", type=click.Choice(["none", "mass"]), default="none", show_default=True, help="mass: mass-weighted fit and RMSD (MDAnalysis weights='mass'; gmx rms's default -mw). none: unweighted (MDAnalysis's default, gmx rms -nomw).")
@@ -140,7 +140,7 @@ def print_rmsd_report(report):
 @click.option("--time-unit", type=click.Choice(["ps", "ns"]), default="ps", show_default=True, help="Time unit of --rmsd-out (gmx rms -tu).")
 @click.option("--rmsd-unit", type=click.Choice(["A", "nm"]), default="A", show_default=True, help="RMSD unit of --rmsd-out: Angstrom (MDAnalysis) or nm (gmx rms).")
 @click.option("--plot", "plot_path", default=None, metavar="FILE", help="Draw per-rank bars of the phases of the fastest run, waiting shown apart (.png/.pdf/.svg; needs matplotlib, the 'plot' extra).")
-@click.option("--force", "-f", is_flag=True, help="Replace existing --out, --rmsd-out and --plot files.")
+@click.option("--force", is_flag=True, help="Replace existing --out, --rmsd-out and --plot files.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of the table.")
 @click.option("--progress/--no-progress", default=None, help="Accepted for symmetry with other commands; the benchmark shows no bar (it would disturb the timings).")
 def rmsd_command(inputs, topology, select, calc_select, index, weights, reference, ref_frame, group, input_format, start, stop,
@@ -261,7 +261,7 @@ def _print_layouts(result):
 @click.option("--plot", "plot_path", default=None, metavar="FILE", help="Draw the comparison (.png/.pdf/.svg; needs matplotlib, the 'plot' extra): speed-up and efficiency, and each phase, against ranks on log2 axes; with --layouts, each input's time against ranks.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print the table as CSV (seconds; one row per rank count, or per rank count and input with --layouts).")
 @click.option("--json", "as_json", is_flag=True, help="Print the combined table as one JSON document.")
-@click.option("--force", "-f", is_flag=True, help="Replace an existing --plot file.")
+@click.option("--force", is_flag=True, help="Replace an existing --plot file.")
 def report_command(runs, layouts_mode, plot_path, as_csv, as_json, force):
     """Combine 'bench rmsd --out' reports: scaling of one input, or inputs side by side.
 

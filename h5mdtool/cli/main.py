@@ -37,12 +37,22 @@ def _one_line(text):
     return " ".join(str(text).split())
 
 
+#: What gmx's short options mean there, for a user who types them out of habit.
+GMX_HABITS = {
+    "-f": "-f is not an option of h5mdtool (gmx's input file): give the input files as arguments, "
+          "e.g. 'h5mdtool convert md.xtc -o md.h5md'; --force replaces an existing output",
+}
+
+
 def _usage_exit(error):
     """Report a click usage error as one ``error:`` line (rank 0 only) and exit with 2."""
     interrupts.settle()
     hint = f" (see '{error.ctx.command_path} --help')" if error.ctx is not None else ""
+    message = _one_line(error.format_message()).rstrip(".")
+    if isinstance(error, click.NoSuchOption) and error.option_name in GMX_HABITS:
+        message = GMX_HABITS[error.option_name]
     if _rank() == 0:
-        click.echo(f"error: {_one_line(error.format_message()).rstrip('.')}{hint}", err=True)
+        click.echo(f"error: {message}{hint}", err=True)
     sys.exit(2)
 
 

@@ -6,7 +6,7 @@ import sys
 import click
 
 from ..h5md.layout import COMPRESSIONS, parse_size
-from ..parallel.errors import UsageError
+from ..parallel.errors import UsageError, mark_collective
 
 
 class SizeType(click.ParamType):
@@ -61,6 +61,36 @@ class ChunkFrames(click.ParamType):
         return frames
 
 
+def deprecation_note(old, new):
+    """Tell the user, on standard error and from rank 0 only, that *old* still works but *new* is its name."""
+    from .main import launcher_rank
+
+    if launcher_rank() == 0:
+        click.echo(f"note: {old} is deprecated: use {new}", err=True)
+
+
+def select_not_a_file(also=""):
+    """A click callback refusing a structure file given to -s/--select, a gmx habit.
+
+    gmx's ``-s`` is the run input (``md.tpr``); h5mdtool's ``-s`` is the atom selection and
+    its topology is ``-t``. *also* adds a further suggestion to the message.
+    """
+
+    def check(ctx, param, value):
+        import os
+
+        from ..h5md.topology import STRUCTURE_EXTENSIONS
+
+        if value is not None and not any(c.isspace() for c in value) \
+                and os.path.splitext(value)[1].lower() in STRUCTURE_EXTENSIONS:
+            # every rank parses the same command line and stops here
+            raise mark_collective(UsageError(f"-s {value}: -s/--select is an atom selection or index group here, "
+                                             f"not gmx's run input; did you mean -t/--topology {value}{also}?"))
+        return value
+
+    return check
+
+
 def compose(*decorators):
     def apply(function):
         for decorator in reversed(decorators):
@@ -102,7 +132,7 @@ index_option = click.option("--index", "-n", "index_file", type=IndexFile(), def
 
 atom_options = compose(
     click.option("--topology", "-t", type=str, default=None, metavar="FILE", help="Topology file (PSF, GRO, PDB, TPR...): checked against the trajectory's atom count, used by --select, and stored in the output (species, mass, charge, id, bonds and the VMD structure module) so the file is self-contained."),
-    click.option("--select", "-s", type=str, default=None, metavar="SEL", help='Atoms to keep: an MDAnalysis selection, e.g. "protein" (needs --topology, unless the input is an H5MD file carrying its own), or with -n a group of the index file by name or number, e.g. Protein or 1. Default: all atoms.'),
+    click.option("--select", "-s", type=str, default=None, metavar="SEL", callback=select_not_a_file(), help='Atoms to keep: an MDAnalysis selection, e.g. "protein" (needs --topology, unless the input is an H5MD file carrying its own), or with -n a group of the index file by name or number, e.g. Protein or 1. Default: all atoms.'),
     click.option("--atom-indices", "atom_indices_file", type=str, default=None, metavar="FILE", help="Text file of 0-based atom indices to keep (increasing; whitespace or commas), as mdconvert's -a; an alternative to --select and -n that needs no topology."),
     index_option,
 )
@@ -114,11 +144,12 @@ segment_options = compose(
 truncation_option = click.option("--on-truncated", type=click.Choice(["error", "drop"]), default="error", show_default=True, help="An input whose last frame is incomplete (a crashed run): refuse, or leave that frame out (the summary names it and its bytes).")
 
 
-def input_format_option(*names, dest="input_format", subject="every input"):
-    """The option naming the input format (``--format`` for convert), overriding extensions.
+def input_format_option(*names, dest="input_format", subject="every input", also=(), note=""):
+    """The option naming the input format (``--format`` of every command), overriding extensions.
 
-    The choices are the formats of the reading stack's registry, with their extensions;
-    *subject* says which files it applies to (validate: the --against source).
+    The choices are the formats of the reading stack's registry, with their extensions, and
+    *also* (older meanings a command still accepts, explained by *note*); *subject* says
+    which files it applies to (validate: the --against source).
     """
     from ..formats import REGISTRY
 
@@ -127,9 +158,9 @@ def input_format_option(*names, dest="input_format", subject="every input"):
         for name, cls in sorted(REGISTRY.items())
     )
     return click.option(
-        *names, dest, type=click.Choice(sorted(REGISTRY), case_sensitive=False), default=None,
+        *names, dest, type=click.Choice(sorted(REGISTRY) + list(also), case_sensitive=False), default=None,
         help=f"Read {subject} as this format, whatever its extension (as MDAnalysis's format=). "
-             f"Formats and the extensions that select them: {known}. Default: from the extension.",
+             f"Formats and the extensions that select them: {known}. Default: from the extension.{note}",
     )
 
 
@@ -172,7 +203,7 @@ def given_on_command_line(ctx, names):
 
 
 run_options = compose(
-    click.option("--force", "-f", is_flag=True, help="Replace an existing output."),
+    click.option("--force", is_flag=True, help="Replace an existing output."),
     click.option("--progress/--no-progress", default=None, help="Progress bar on rank 0. Default: on when standard error is a terminal."),
     click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document on standard output."),
 )

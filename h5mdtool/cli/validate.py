@@ -4,49 +4,72 @@ import sys
 
 import click
 
-from .options import emit_json, input_format_option, segment_options
+from .options import deprecation_note, emit_json, input_format_option, segment_options
 
 
-def expand_greedy(args, option="--against"):
-    """Let *option* take every following argument up to the next option.
+def expand_greedy(args, option="--against", value_options=()):
+    """The older spelling of *option* with several values, rewritten as one value per use.
 
-    ``--against a.xtc b.xtc --json`` becomes ``--against a.xtc --against b.xtc --json``
-    (click options take one value each).
+    ``--against`` takes one source segment per use (``--against a.xtc --against b.xtc``),
+    so ``validate --against md.xtc file.h5md`` validates file.h5md. It used to take every
+    following argument up to the next option; scripts that put the files first
+    (``validate file.h5md --against a.xtc b.xtc``) keep working: after the files, the
+    arguments following one ``--against`` are its segments, as before.
+
+    Parameters
+    ----------
+    args : list of str
+    option : str
+    value_options : collection of str
+        The command's other options that take a value (their values are not files).
+
+    Returns
+    -------
+    (list of str, list of str)
+        The arguments, and the segments taken the older way (for a deprecation note).
     """
-    out, state = [], None
+    out, older = [], []
+    files_given = in_against = expects_value = False
     for position, token in enumerate(args):
-        if state == "value":
+        if expects_value:
             out.append(token)
-            state = "greedy"
+            expects_value = False
+            in_against = out[-2] == option
         elif token == "--":
-            return out + list(args[position:])
-        elif token == option:
+            return out + list(args[position:]), older
+        elif token.startswith("-") and token != "-":
             out.append(token)
-            state = "value"
-        elif token.startswith(option + "="):
-            out.append(token)
-            state = "greedy"
-        elif state == "greedy" and not token.startswith("-"):
+            name = token.split("=", 1)[0]
+            in_against = name == option and "=" in token
+            expects_value = "=" not in token and (name == option or name in value_options)
+        elif in_against and files_given:
             out += [option, token]
+            older.append(token)
         else:
             out.append(token)
-            state = None
-    return out
+            files_given, in_against = True, False
+    return out, older
 
 
 class GreedyCommand(click.Command):
-    """A command whose ``--against`` takes several values."""
+    """A command whose ``--against`` still takes several values after the files, the older way."""
 
     def parse_args(self, ctx, args):
-        return super().parse_args(ctx, expand_greedy(list(args)))
+        value_options = {name for param in self.params if isinstance(param, click.Option) and not param.is_flag
+                         for name in param.opts}
+        args, older = expand_greedy(list(args), value_options=value_options)
+        if older:
+            deprecation_note(f"one --against for several segments ({' '.join(older)} after its first)",
+                             "--against once per segment")
+        return super().parse_args(ctx, args)
 
 
 @click.command("validate", cls=GreedyCommand)
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @click.option("--profile", type=click.Choice(["h5md", "mdanalysis", "all"]), default="all", show_default=True,
               help="h5md: the H5MD 1.1 rules; mdanalysis: what MDAnalysis's H5MDReader needs (and a read of the first and last frames); all: both plus the layout lint.")
-@click.option("--against", multiple=True, metavar="SOURCE...",
-              help="Source trajectory (XTC, TRR, DCD or H5MD; several files are its segments, in order; put --against after the files). Every frame's positions, velocities, forces, step, time and box are compared; frames are divided among MPI ranks.")
+@click.option("--against", multiple=True, metavar="SOURCE",
+              help="Source trajectory the files were made from (any format convert reads); repeat it for each segment, in order (--against part1.xtc --against part2.xtc). Every frame's positions, velocities, forces, step, time and box are compared; frames are divided among MPI ranks.")
 @click.option("--tolerance", type=click.FloatRange(min=0), default=None,
               help="Absolute tolerance of --against, in nm for positions and box (nm/ps, kJ/(mol nm) for velocities, forces). Default: exact for float32 sources in the file's units (XTC, TRR), 2.5e-7 relative where units are converted (DCD), half the recorded precision of lossy files. A NaN or inf on either side is a difference whatever the tolerance.")
 @input_format_option("--against-format", dest="against_format", subject="the --against source's files")
@@ -77,7 +100,7 @@ def command(files, profile, against, tolerance, against_format, on_overlap, stri
     \b
     Examples:
       h5mdtool validate md.h5md
-      h5mdtool validate md.h5md --against part1.xtc part2.xtc
+      h5mdtool validate md.h5md --against part1.xtc --against part2.xtc
       mpirun -n 4 h5mdtool validate md.h5md --against md.xtc --json
       h5mdtool validate parts/manifest.json --against md.xtc
       h5mdtool validate md.h5md --against-format LAMMPS --against lammps.dcd

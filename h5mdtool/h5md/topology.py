@@ -357,7 +357,7 @@ def write_topology_file(h5md_path, output, format=None, frame=0, force=False):
 
     fmt = (format or os.path.splitext(output)[1].lstrip(".")).lower()
     if fmt not in TOPOLOGY_FORMATS:
-        raise UsageError(f"{output}: cannot tell the topology format; use --format {'|'.join(TOPOLOGY_FORMATS)}")
+        raise UsageError(f"{output}: cannot tell the topology format; use --output-format {'|'.join(TOPOLOGY_FORMATS)}")
     check_output_extension(output, fmt.upper(), {**STRUCTURE_EXTENSIONS, ".h5md": "H5MD", ".h5": "H5MD"}, f".{fmt}")
     if not carries_topology(h5md_path):
         raise InputError(f"{h5md_path}: carries no topology (convert it with --topology to store one)")

@@ -3,10 +3,10 @@
 Rank 0 checks the output directory and the options, scans the inputs (frame counts,
 XTC/TRR byte offsets, DCD headers) and broadcasts the plan. Parts are balanced contiguous
 frame ranges; each rank writes a balanced contiguous run of parts (a rank may write several
-parts or none, and still takes part in every collective call). With ``--format same``
+parts or none, and still takes part in every collective call). With ``--output-format same``
 frames are never decoded: XTC and TRR parts are the source's bytes for their frames, DCD
 parts the header of the segment they come from, with the frame count and first step
-patched, followed by the source's frame records. With ``--format h5md`` each part is an
+patched, followed by the source's frame records. With ``--output-format h5md`` each part is an
 H5MD file written by its rank alone.
 
 Parts are built in a hidden directory inside the output directory (created when missing),
@@ -118,13 +118,13 @@ def read_dcd_header(path):
     if fixed_atoms:
         raise InputError(
             f"{path}: DCD with {fixed_atoms} fixed atoms: its first frame is stored differently "
-            "from the others, so it cannot be split by copying frames; use --format h5md"
+            "from the others, so it cannot be split by copying frames; use --output-format h5md"
         )
     with DCDFile(path) as dcd:
         header_size, frame_size = int(dcd._header_size), int(dcd._framesize)
         n_atoms = int(dcd.header["natoms"])
         if dcd.ndims != 3 or dcd._firstframesize != dcd._framesize:
-            raise InputError(f"{path}: DCD variant that cannot be split by copying frames; use --format h5md")
+            raise InputError(f"{path}: DCD variant that cannot be split by copying frames; use --output-format h5md")
     with open(path, "rb") as handle:
         raw = handle.read(header_size)
     return DCDHeader(path=path, order=order, raw=raw, frame_size=frame_size, n_atoms=n_atoms)
@@ -180,14 +180,14 @@ def _checked_layout(part_format, nparts, options):
         None for ``format="same"``.
     """
     if part_format not in FORMATS:
-        raise UsageError(f"--format must be one of {', '.join(FORMATS)}, got {part_format!r}")
+        raise UsageError(f"--output-format must be one of {', '.join(FORMATS)}, got {part_format!r}")
     if isinstance(nparts, bool) or not isinstance(nparts, (int, np.integer)) or nparts < 1:
         raise UsageError(f"--nparts must be a whole number >= 1, got {nparts!r}")
     given = [_option_name(name, options[name]) for name in H5MD_PART_OPTIONS if options[name] is not None]
     if part_format == "same" and given:
         raise UsageError(
             f"{', '.join(given)} {'shapes' if len(given) == 1 else 'shape'} H5MD parts only: use "
-            f"{'it' if len(given) == 1 else 'them'} with --format h5md (--format same copies the "
+            f"{'it' if len(given) == 1 else 'them'} with --output-format h5md (--output-format same copies the "
             "input's frames unchanged)"
         )
     if part_format == "h5md":
@@ -199,18 +199,18 @@ def _check_parts_hold_positions(index, frames, parts, names):
     """H5MD parts need a frame with positions each (a TRR may save velocities or forces alone).
 
     A part of such frames only would be an H5MD file no reader of positions (MDAnalysis,
-    bench rmsd) can open; XTC/TRR/DCD parts (``--format same``) copy frames as they are.
+    bench rmsd) can open; XTC/TRR/DCD parts (``--output-format same``) copy frames as they are.
     """
     present = index.fields.get("positions")
     if present is None:  # no frame of the source has positions
         raise InputError("no frame of the trajectory has positions (the source saves velocities or forces without "
-                         "them): H5MD parts need positions; use --format same")
+                         "them): H5MD parts need positions; use --output-format same")
     for name, (start, stop) in zip(names, parts):
         if not present[frames[start:stop]].any():
             raise InputError(
                 f"H5MD part {name} would hold frames {frames[start]}-{frames[stop - 1]} of the trajectory, none of "
                 f"which has positions (the source saves velocities or forces without them): use fewer parts, "
-                f"or --format same")
+                f"or --output-format same")
 
 
 def _check_directory_name(outdir):
@@ -233,10 +233,10 @@ def _plan(comm, inputs, outdir, nparts, *, part_format, on_overlap, on_truncated
     if part_format == "same":
         formats = {detect_format(path, input_format) for path in inputs}
         if len(formats) > 1:
-            raise InputError("--format same needs inputs of one format; use --format h5md to mix them")
+            raise InputError("--output-format same needs inputs of one format; use --output-format h5md to mix them")
         if not formats <= {"XTC", "TRR", "DCD"}:
-            raise InputError(f"--format same copies XTC, TRR or DCD frames; for {', '.join(sorted(formats))} "
-                             "input use --format h5md")
+            raise InputError(f"--output-format same copies XTC, TRR or DCD frames; for {', '.join(sorted(formats))} "
+                             "input use --output-format h5md")
     index = scan(inputs, on_overlap=on_overlap, on_truncated=on_truncated, format=input_format)
     frames = select_trajectory_frames(index, **selection)
     if nparts > len(frames):
@@ -339,7 +339,7 @@ def _check_dcd_part(index, headers, name, frames):
     Raises
     ------
     InputError
-        Naming the part, the segments and what differs, and suggesting ``--format h5md``.
+        Naming the part, the segments and what differs, and suggesting ``--output-format h5md``.
     """
     runs = _runs(index, frames)
     for (before, _, _), (after, _, _) in zip(runs, runs[1:]):
@@ -348,7 +348,7 @@ def _check_dcd_part(index, headers, name, frames):
         if differences:
             raise InputError(
                 f"{name} would span {a.path} and {b.path}, whose DCD headers disagree on "
-                f"{', '.join(differences)}; a DCD part has one header: use --format h5md "
+                f"{', '.join(differences)}; a DCD part has one header: use --output-format h5md "
                 "(or a part count whose boundaries fall between the segments)"
             )
     steps = index.step[frames]
@@ -359,7 +359,7 @@ def _check_dcd_part(index, headers, name, frames):
         where = f" ({a.path} to {b.path})" if a is not b else ""
         raise InputError(
             f"{name} would go from step {int(steps[at])} to {int(steps[at + 1])}{where}, where one DCD header "
-            f"(steps ISTART + k * NSAVC) implies {int(steps[at] + intervals[0])}: use --format h5md "
+            f"(steps ISTART + k * NSAVC) implies {int(steps[at] + intervals[0])}: use --output-format h5md "
             "(or a part count whose boundaries fall between the segments)"
         )
 

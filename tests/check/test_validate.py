@@ -463,10 +463,18 @@ def test_external_link_is_not_followed(tmp_path, good):
 
 
 def test_greedy_against_option():
+    """--against takes one value per use; after the files, the older several-value spelling still works."""
     assert expand_greedy(["f.h5md", "--against", "a.xtc", "b.xtc", "--json"]) == \
-        ["f.h5md", "--against", "a.xtc", "--against", "b.xtc", "--json"]
-    assert expand_greedy(["--against=a.xtc", "b.xtc"]) == ["--against=a.xtc", "--against", "b.xtc"]
-    assert expand_greedy(["x", "--", "--against"]) == ["x", "--", "--against"]
+        (["f.h5md", "--against", "a.xtc", "--against", "b.xtc", "--json"], ["b.xtc"])
+    assert expand_greedy(["f.h5md", "--against=a.xtc", "b.xtc"]) == (["f.h5md", "--against=a.xtc", "--against", "b.xtc"], ["b.xtc"])
+    assert expand_greedy(["x", "--", "--against"]) == (["x", "--", "--against"], [])
+    # before the files, --against takes one value: the next argument is a file to validate
+    assert expand_greedy(["--against", "md.xtc", "f.h5md"]) == (["--against", "md.xtc", "f.h5md"], [])
+    assert expand_greedy(["--against", "a.xtc", "--against", "b.xtc", "f.h5md", "g.h5md"]) == \
+        (["--against", "a.xtc", "--against", "b.xtc", "f.h5md", "g.h5md"], [])
+    # the values of other options are not files
+    assert expand_greedy(["--profile", "h5md", "--against", "a.xtc", "f.h5md"], value_options={"--profile"}) == \
+        (["--profile", "h5md", "--against", "a.xtc", "f.h5md"], [])
 
 
 def test_mdanalysis_read_check_detects_what_rules_miss(tmp_path, good):
@@ -562,6 +570,7 @@ def test_against_segments_and_greedy_cli(adk_segments, tmp_path):
     convert(adk_segments["whole"], path, progress=False)
     result = CliRunner().invoke(cli, ["validate", path, "--against", *adk_segments["parts"], "--json"])
     assert result.exit_code == 0, result.output
+    assert result.stderr.startswith("note: one --against for several segments") and "--against once per" in result.stderr
     document = json.loads(result.stdout)
     assert document["against"] == adk_segments["parts"]
     assert document["files"][0]["comparison"]["compared_frames"] == 98

@@ -195,7 +195,7 @@ def test_cli(tmp_path, adk):
     result = runner.invoke(cli, ["split", str(tmp_path / "missing.xtc"), "--nparts", "2", "-o", str(tmp_path / "r")])
     assert result.exit_code == 1 and "no such file" in result.output and "Traceback" not in result.output
     help_text = runner.invoke(cli, ["split", "--help"]).output
-    for option in ("--nparts", "--output", "--format", "--on-overlap", "--compression", "--force", "--json"):
+    for option in ("--nparts", "--output", "--output-format", "--format", "--on-overlap", "--compression", "--force", "--json"):
         assert option in help_text
 
 
@@ -218,7 +218,7 @@ def test_h5md_part_without_positions_is_refused(tmp_path):
     with pytest.raises(InputError, match="part-0002.h5md would hold frames 1-1 .* none of which has positions"):
         split(path, str(tmp_path / "one-frame"), 6, format="h5md", progress=False)
     assert not os.path.exists(tmp_path / "one-frame")
-    done = CliRunner().invoke(cli, ["split", path, "-o", str(tmp_path / "cli"), "--nparts", "6", "--format", "h5md"])
+    done = CliRunner().invoke(cli, ["split", path, "-o", str(tmp_path / "cli"), "--nparts", "6", "--output-format", "h5md"])
     assert done.exit_code == 1 and done.output.count("error:") == 1 and "Traceback" not in done.output
     split(path, str(tmp_path / "same"), 6, progress=False)
     split(path, str(tmp_path / "pairs"), 3, format="h5md", progress=False)
@@ -243,5 +243,5 @@ def test_h5md_parts_of_a_trajectory_without_positions_are_refused(tmp_path):
         with pytest.raises(InputError, match="no frame of the trajectory has positions"):
             split(path, str(tmp_path / "parts"), 1, format="h5md", progress=False, **options)
         assert not os.path.exists(tmp_path / "parts")
-    done = CliRunner().invoke(cli, ["split", path, "-o", str(tmp_path / "cli"), "--nparts", "1", "--format", "h5md"])
+    done = CliRunner().invoke(cli, ["split", path, "-o", str(tmp_path / "cli"), "--nparts", "1", "--output-format", "h5md"])
     assert done.exit_code == 1 and done.output.count("error:") == 1 and "Traceback" not in done.output
