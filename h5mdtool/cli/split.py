@@ -4,7 +4,7 @@ import click
 
 from ..formats.frametimes import frames_phrase
 from ..parallel.mpi import resolve
-from ..parallel.sizes import human_bytes
+from ..parallel.sizes import human_bytes, human_rate
 from ..parallel.errors import UsageError
 from .options import (
     atom_options, chunk_options, deprecation_note, emit_json, field_options, frame_options, given_on_command_line,
@@ -101,10 +101,11 @@ def command(ctx, inputs, nparts, output, part_format, start, stop, step, begin, 
     if as_json:
         emit_json(summary)
         return
-    sizes = [part["n_frames"] for part in summary["parts"]]
+    sizes = sorted({part["n_frames"] for part in summary["parts"]})
+    per_part = "-".join(map(str, sizes[::len(sizes) - 1] if len(sizes) > 1 else sizes))
     click.echo(
         f"wrote {summary['n_parts']} {summary['format']} parts to {summary['output']}: "
-        f"{summary['n_frames']} frames x {summary['n_atoms']} atoms, {min(sizes)}-{max(sizes)} frames "
+        f"{summary['n_frames']} frames x {summary['n_atoms']} atoms, {per_part} frame{'s' if sizes[-1] > 1 else ''} "
         f"per part, {human_bytes(summary['bytes'])}"
     )
     click.echo(f"frames: {frames_phrase(summary['frames'])}")
@@ -113,5 +114,5 @@ def command(ctx, inputs, nparts, output, part_format, start, stop, step, begin, 
     click.echo(f"manifest: {summary['manifest']}")
     click.echo(
         f"{summary['seconds']:.2f} s on {summary['n_ranks']} rank(s): "
-        f"{summary['megabytes_per_second']:.0f} MB/s"
+        f"{human_rate(summary['megabytes_per_second'], 'MB/s')}"
     )
