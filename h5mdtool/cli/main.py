@@ -20,7 +20,7 @@ from .. import __version__
 from ..parallel import interrupts
 from ..parallel.errors import H5mdToolError
 from ..parallel.heap import keep_freed_heap
-from ..parallel.mpi import debug_enabled, hdf5_exit_is_unsafe
+from ..parallel.mpi import debug_enabled, hdf5_exit_is_unsafe, launcher_rank
 
 
 def _rank():
@@ -54,26 +54,6 @@ def _usage_exit(error):
     if _rank() == 0:
         click.echo(f"error: {message}{hint}", err=True)
     sys.exit(2)
-
-
-#: Environment variables holding this process's rank, set by MPI launchers.
-RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
-
-
-def launcher_rank():
-    """This process's rank as the MPI launcher announced it (0 when not launched by one).
-
-    Read from the environment, so ``--help`` need not start MPI.
-    """
-    from ..parallel.mpi import launched_by_mpi
-
-    if not launched_by_mpi():
-        return 0
-    for name in RANK_VARIABLES:
-        value = os.environ.get(name, "")
-        if value.isdigit():
-            return int(value)
-    return 0
 
 
 class RankZeroHelp:

@@ -63,7 +63,7 @@ class ChunkFrames(click.ParamType):
 
 def deprecation_note(old, new):
     """Tell the user, on standard error and from rank 0 only, that *old* still works but *new* is its name."""
-    from .main import launcher_rank
+    from ..parallel.mpi import launcher_rank
 
     if launcher_rank() == 0:
         click.echo(f"note: {old} is deprecated: use {new}", err=True)
@@ -170,7 +170,7 @@ chunk_options = compose(
     click.option("--velocity-precision", type=click.FloatRange(min=1e-6, max=1e6), default=None, help="Store velocities lossily, in nm/ps: rounded to the power of two at most VELOCITY_PRECISION (error at most half of it), still float32 in nm ps-1 for every reader. Default: lossless."),
     click.option("--force-precision", type=click.FloatRange(min=1e-6, max=1e6), default=None, help="Store forces lossily, in kJ/(mol nm), as --velocity-precision does velocities. Default: lossless."),
     click.option("--contiguous", is_flag=True, help="Store positions without chunks (uncompressed only)."),
-    click.option("--compression", type=click.Choice(COMPRESSIONS), default="auto", show_default=True, help="Lossless HDF5 filter for per-atom data. auto: none, or zstd with a --precision (0.96x the XTC's size at 0.001 nm). Built into every HDF5: gzip (the no-plugin choice: 1.04x the XTC with --precision 0.001). Bundled with h5py (C tools need its plugin): lzf (serial only). Through hdf5plugin (readers need it: pip install hdf5plugin and 'import hdf5plugin' before h5py or MDAnalysis opens the file, or HDF5_PLUGIN_PATH for C tools and h5dump): zstd (byte shuffle + Zstandard), lz4 (bitshuffle + LZ4, fastest to read), blosc2 (bit shuffle + Zstandard). Parallel writes stay collective."),
+    click.option("--compression", type=click.Choice(COMPRESSIONS), default="auto", show_default=True, help="Lossless HDF5 filter for per-atom data. auto: none, or zstd with a --precision (0.96x the XTC's size at 0.001 nm). Built into every HDF5: gzip (the no-plugin choice: 1.04x the XTC with --precision 0.001). Bundled with h5py, read by h5py only (not by h5dump or C programs, not in hdf5plugin: avoid it for files that leave Python): lzf (serial only). Through hdf5plugin (readers need it: pip install hdf5plugin and 'import hdf5plugin' before h5py or MDAnalysis opens the file, or HDF5_PLUGIN_PATH for C tools and h5dump): zstd (byte shuffle + Zstandard), lz4 (bitshuffle + LZ4, fastest to read), blosc2 (bit shuffle + Zstandard). Parallel writes stay collective."),
     click.option("--compression-level", type=int, default=None, help="Codec level: gzip 0-9 (default 4), zstd 1-22 (3), blosc2 0-9 (5); lz4 and lzf have none."),
     click.option("--shuffle/--no-shuffle", default=None, help="HDF5 byte shuffle before the codec. Default: on for gzip, lzf and zstd; off for lz4 and blosc2, which bit-shuffle themselves."),
     click.option("--split-xyz/--no-split-xyz", default=None, help="Store x, y and z in separate chunks, (K, n_atoms, 1) instead of (K, n_atoms, 3); compressed only. Atoms near each other in the file (bonded atoms, a water molecule) share the high bytes of each coordinate, which the codec then sees side by side: integers on a --precision grid shrink (solvated AdK at 0.001 nm: 1.18x the XTC's size instead of 1.40x; AdK in vacuum, whose frames are close in time: the same size). A frame still reads as one, from three chunks of a third of the size (bench rmsd: 9-15% slower). Default: with --precision, --velocity-precision or --force-precision, on when it stores the first frames at least 5% smaller (printed with the chunks), else off."),
