@@ -7,7 +7,8 @@ Every rule has a stable id, a default severity and the profile that runs it; the
 Severities: ``error`` (the file breaks H5MD 1.1, MDAnalysis cannot read it, or it differs
 from its source), ``warning`` (a recommendation or a layout that reads slowly; fails only
 with ``--strict``) and ``note`` (a point of the specification that no known reader depends
-on; never fails).
+on, or a fact about the file a user must pass on, such as a plugin filter; never fails).
+Notes are printed with ``--notes``, except those a user must see (:attr:`Rule.shown`).
 """
 
 import json
@@ -19,12 +20,16 @@ SEVERITIES = (ERROR, WARNING, NOTE)
 
 @dataclass(frozen=True)
 class Rule:
-    """One check: default severity, the profile that runs it, what it means, how to fix it."""
+    """One check: default severity, the profile that runs it, what it means, how to fix it.
+
+    *shown*: a note printed without ``--notes`` (what every reader of the file must know).
+    """
 
     severity: str
     profile: str
     meaning: str
     fix: str = ""
+    shown: bool = False
 
 
 RULES = {
@@ -85,7 +90,7 @@ RULES = {
     "LINT002": Rule(WARNING, "all", "chunks split the xyz axis: every frame read touches one chunk per coordinate at least", "as LINT001"),
     "LINT003": Rule(WARNING, "all", "compressed chunks of several frames that do not fit in HDF5's default 1 MiB chunk cache: reading frame by frame decompresses the whole chunk again for every frame", "relayout with `--chunk-frames auto` (chunks within 1 MiB), or readers raise `rdcc_nbytes`"),
     "LINT004": Rule(WARNING, "all", "a filter that is neither built into HDF5 nor in hdf5plugin (lzf, an unregistered filter): every reader must find and install its plugin (h5py bundles lzf; C, Fortran and other HDF5 programs do not)", "relayout with `--compression zstd` (readers use hdf5plugin) or `--compression gzip` (no plugin)"),
-    "LINT006": Rule(NOTE, "all", "a filter from hdf5plugin (zstd, blosc, blosc2, bitshuffle, lz4, zfp, sz, bzip2, ...), as `convert --precision` writes: Python readers, MDAnalysis included, need `pip install hdf5plugin` and `import hdf5plugin` before opening the file; other HDF5 programs (h5dump, C, Fortran) need `HDF5_PLUGIN_PATH` set to hdf5plugin's plugin directory", "none needed; for readers that cannot install plugins, relayout with `--compression gzip` (about 8% larger at 0.001 nm)"),
+    "LINT006": Rule(NOTE, "all", "a filter from hdf5plugin (zstd, blosc, blosc2, bitshuffle, lz4, zfp, sz, bzip2, ...), as `convert --precision` writes: Python readers, MDAnalysis included, need `pip install hdf5plugin` and `import hdf5plugin` before opening the file; other HDF5 programs (h5dump, C, Fortran) need `HDF5_PLUGIN_PATH` set to hdf5plugin's plugin directory", "none needed; for readers that cannot install plugins, relayout with `--compression gzip` (about 8% larger at 0.001 nm)", shown=True),
     "LINT005": Rule(WARNING, "all", "a contiguous dataset of 16 GiB or more: it cannot be compressed or extended", "relayout chunked, with `--compression gzip` if space matters"),
     # data sanity (every profile; no source needed)
     "DATA001": Rule(ERROR, "any", "frames whose positions are all 0.0 in a system of more than one atom: data never written or lost (HDF5 1.10.8's single-chunk bug wrote whole files of zeros)", "regenerate the file from its source and check it with `validate --against`"),
@@ -126,6 +131,10 @@ class Finding:
     path: str
     message: str
     fix: str = None
+
+    def shown(self, notes=False):
+        """Whether the report for people prints it: errors, warnings, notes with *notes* or marked shown."""
+        return self.severity != NOTE or notes or RULES[self.rule].shown
 
 
 @dataclass

@@ -14,6 +14,7 @@ from dataclasses import asdict
 
 import numpy as np
 
+from ..h5md.codecs import PLUGIN_HINT
 from ..parallel.errors import InputError
 from ..parallel.mpi import entry_point, root_call
 from . import lint
@@ -337,7 +338,7 @@ def describe_file(path):
     result["fix_command"] = max(sorted(fixes), key=len) if fixes else None
     plugins = {name for d in result["datasets"].values() for name in d.get("plugin_filters", ())}
     result["plugin_filters"] = sorted(plugins)
-    result["plugin_hint"] = lint.PLUGIN_HINT if plugins else None
+    result["plugin_hint"] = PLUGIN_HINT if plugins else None
     return result
 
 

@@ -133,13 +133,14 @@ def print_report(report, notes=False):
         counts = [_plural(file.count(s), s) for s in ("error", "warning", "note") if file.count(s)]
         click.echo(f"{file.file}: {', '.join(counts) if counts else 'no findings'}")
         for finding in file.findings:
-            if finding.severity == "note" and not notes:
+            if not finding.shown(notes):
                 continue
             click.echo(f"  {finding.severity:<7} {finding.rule} {finding.path}: {finding.message}")
             if finding.fix:
                 click.echo(f"          fix: {finding.fix}")
-        if file.count("note") and not notes:
-            click.echo(f"  ({_plural(file.count('note'), 'note')} not shown: --notes)")
+        hidden = sum(not finding.shown(notes) for finding in file.findings)
+        if hidden:
+            click.echo(f"  ({_plural(hidden, 'note')} not shown: --notes)")
         comparison = file.comparison
         if comparison and comparison.get("compared_frames") is not None and not comparison.get("n_differing"):
             if comparison["n_atoms"] == comparison["source_n_atoms"] and comparison["compared_frames"]:

@@ -18,7 +18,7 @@ from ..formats.frametimes import check_one_selection, describe_frames, select_tr
 from ..formats.registry import NAMED_FORMATS
 from ..h5md.chunkcodec import UnsupportedPipeline
 from ..h5md.chunkwriter import DirectChunkWriter, encoding_threads
-from ..h5md.codecs import codec
+from ..h5md.codecs import LZF_HINT, PLUGIN_HINT, codec
 from ..h5md.layout import Layout
 from ..h5md.provenance import base_record
 from ..h5md.topology import carries_topology, load_topology, write_topology
@@ -145,9 +145,10 @@ def layout_notes(layout):
     """What readers of a file in *layout* must know: plugin filters, multi-frame compressed chunks."""
     notes = []
     if codec(layout.compression).plugin:
-        notes.append(f"compressed with {layout.compression}, an HDF5 plugin filter: Python readers need hdf5plugin "
-                     "('import hdf5plugin' before h5py or MDAnalysis opens the file), h5dump and C programs "
-                     "HDF5_PLUGIN_PATH (docs/layouts.md); --compression gzip needs no plugin")
+        notes.append(f"compressed with {layout.compression}, a filter from hdf5plugin that every reader needs: "
+                     f"{PLUGIN_HINT}; --compression gzip needs no plugin")
+    elif layout.compression == "lzf":
+        notes.append(f"compressed with lzf: {LZF_HINT}")
     if layout.filtered and not layout.contiguous and layout.chunk_frames > 1:
         notes.append(f"{layout.chunk_frames} frames per compressed chunk: block readers (bench rmsd, h5py slices) "
                      "decompress each chunk once, but MDAnalysis 2.11 decompresses a whole chunk for every frame "
