@@ -237,7 +237,7 @@ def _h5md_input(path, index, n_frames):
     positions dataset's creation properties (read from metadata only)."""
     import h5py
 
-    from ..check.lint import dataset_filters
+    from ..check.lint import dataset_filters, filters_phrase
 
     segment = index.segments[0]
     element = segment.details["elements"]["positions"]
@@ -253,7 +253,8 @@ def _h5md_input(path, index, n_frames):
     dtype = np.dtype(element["dtype"])
     layout = {
         "layout": "chunked" if chunks else "contiguous", "chunks": list(chunks) if chunks else None,
-        "compression": element["compression"], "compression_opts": element["compression_opts"],
+        "compression": filters_phrase(filters, element["compression_opts"] if "gzip" in filters else None),
+        "compression_opts": element["compression_opts"],
         "shuffle": shuffle, "scaleoffset": scaleoffset, "filters": filters, "dtype": str(dtype),
         "particles_group": segment.details["group"].split("/", 1)[1],
     }

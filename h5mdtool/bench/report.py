@@ -151,8 +151,14 @@ _FLAGGED = (
     ("input path", lambda r: r["input"]["path"]),
     ("input modification time", lambda r: tuple(f.get("mtime") for f in r["input"]["files"])),
     ("topology path or modification time", lambda r: (r["topology"].get("path"), r["topology"].get("mtime"))),
-    ("software versions", lambda r: json.dumps(r.get("provenance", {}).get("versions"), sort_keys=True)),
 )
+
+
+def _readable(value):
+    """A compared value as people read it (no JSON quoting or escapes)."""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_readable(item) for item in value)
+    return "none" if value is None else str(value)
 
 
 def _compare(loaded, rules, refuse):
@@ -161,13 +167,32 @@ def _compare(loaded, rules, refuse):
     for what, key in rules:
         values = {}
         for name, report in loaded:
-            values.setdefault(json.dumps(key(report), default=str), []).append(name)
+            value = key(report)
+            values.setdefault(json.dumps(value, default=str, sort_keys=True), (value, []))[1].append(name)
         if len(values) > 1:
-            groups = "; ".join(f"{', '.join(names)}: {value}" for value, names in values.items())
+            groups = "; ".join(f"{', '.join(names)}: {_readable(value)}" for value, names in values.values())
             if refuse:
                 raise InputError(f"the reports differ in {what} ({groups}); compare like with like")
             warnings.append(f"the reports differ in {what} ({groups})")
     return warnings
+
+
+def _version_differences(loaded):
+    """A warning naming each piece of software whose version differs between the reports.
+
+    Only reports that record a piece are compared on it: a serial run records no MPI
+    library and no mpi4py (it never starts MPI), which is no difference from MPI runs.
+    """
+    recorded = [(name, report.get("provenance", {}).get("versions") or {}) for name, report in loaded]
+    differing = []
+    for package in sorted({package for _, versions in recorded for package in versions}):
+        seen = {}
+        for name, versions in recorded:
+            if package in versions:
+                seen.setdefault(str(versions[package]), []).append(name)
+        if len(seen) > 1:
+            differing.append(f"{package} " + " / ".join(f"{value} ({', '.join(names)})" for value, names in seen.items()))
+    return [f"the reports differ in software versions: {'; '.join(differing)}"] if differing else []
 
 
 def _best_runs(reports):
@@ -214,7 +239,7 @@ def _context(report):
 def scaling(loaded):
     """Scaling table of one input at several rank counts (see the module docstring)."""
     _compare(loaded, _WORK + _INPUT, refuse=True)
-    warnings = _compare(loaded, _FLAGGED, refuse=False)
+    warnings = _compare(loaded, _FLAGGED, refuse=False) + _version_differences(loaded)
     rows = [_row(n, run) for n, run in _best_runs([r for _, r in loaded]).items()]
     baseline = _scale(rows)
     return {"mode": "scaling", "context": _context(loaded[0][1]), "baseline": baseline, "rows": rows,
@@ -238,7 +263,7 @@ def _label(report, clashes):
 def layouts(loaded):
     """Several inputs side by side at each rank count (see the module docstring)."""
     _compare(loaded, _WORK, refuse=True)
-    warnings = _compare(loaded, _FLAGGED[2:], refuse=False)
+    warnings = _compare(loaded, _FLAGGED[2:], refuse=False) + _version_differences(loaded)
     inputs = {}
     for name, report in loaded:
         inputs.setdefault((report["input"]["path"], _layout_key(report)), []).append(report)

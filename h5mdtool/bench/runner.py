@@ -28,7 +28,6 @@ from .analysis import AnalysisOptions, plan_analysis
 from .engines import BlocksEngine, FramesEngine
 from .inputs import inspect_input, open_source
 from .partition import partition_frames
-from .references import cite
 from .timing import PhaseClock, find_stragglers
 
 #: Compute-to-I/O ratio from which Khoshlessan et al. 2020's Heuristic 1 applies (its text lost the symbol
@@ -59,7 +58,7 @@ def gather_rows(comm, rows, counts):
 
 def advice(ratio, kind=None):
     """Khoshlessan et al. 2020's guidance (section 8) for a compute-to-I/O ratio, for this kind
-    of input, ending with the paper's full citation.
+    of input, citing the paper briefly (in full: ``bench rmsd --help``, docs/references.md).
 
     Parameters
     ----------
@@ -71,7 +70,7 @@ def advice(ratio, kind=None):
     """
     if ratio is None:
         return "no I/O time measured"
-    return f"{_guidance(ratio, kind)} [{cite('khoshlessan2020')}]"
+    return _guidance(ratio, kind)
 
 
 def _guidance(ratio, kind):

@@ -47,6 +47,13 @@ def filter_label(code):
     return name if name == f"filter {code}" else f"{name} (filter {code})"
 
 
+def filters_phrase(names, gzip_level=None):
+    """A filter pipeline as ``info`` names it: ``shuffle+gzip 4``, ``shuffle+zstd``; None without filters."""
+    if not names:
+        return None
+    return "+".join(f"gzip {gzip_level}" if name == "gzip" and gzip_level is not None else name for name in names)
+
+
 def dataset_filters(dataset):
     """``[(code, name), ...]`` of *dataset*'s filter pipeline, in order."""
     plist = dataset.id.get_create_plist()

@@ -5,6 +5,7 @@ import os
 
 import click
 
+from ..bench.references import cite
 from ..parallel.errors import UsageError, mark_collective
 from ..parallel.sizes import human_bytes
 from .options import emit_json, input_format_option, select_not_a_file
@@ -114,7 +115,7 @@ def print_rmsd_report(report):
     click.echo(f"advice: {report['advice']}")
 
 
-@click.command("rmsd")
+@click.command("rmsd", epilog=f"The advice, the straggler limits and --compute-load follow {cite('khoshlessan2020')}.")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
 @click.option("--topology", "-t", required=True, metavar="FILE", help="Topology read by MDAnalysis (PSF, GRO, TPR, PDB...); its atom count must match INPUT's.")
 @click.option("--select", "-s", default="name CA", show_default=True, metavar="SEL", callback=select_not_a_file(" (or --reference, gmx rms's -s)"), help="Fit group: an MDAnalysis selection, or with -n a group of the index file (name or number). Evaluated on the reference frame's coordinates (and box) from the trajectory, as MDAnalysis evaluates it on the current frame.")
@@ -133,7 +134,7 @@ def print_rmsd_report(report):
 @click.option("--dt", type=click.FloatRange(min=0, min_open=True), default=None, metavar="PS", help="Only frames whose time is a whole multiple of DT ps (gmx -dt).")
 @click.option("--engine", type=click.Choice(["blocks", "frames"]), default="blocks", show_default=True, help="blocks: blocks of frames read at once (H5MD: only the span of the atoms used) and a batched numpy kernel; frames: MDAnalysis iterated frame by frame as the papers did (each load timed as I/O, each superposition as compute).")
 @click.option("--block-frames", type=click.IntRange(min=1), default=1024, show_default=True, help="Frames read and superposed at once per rank, bounding memory (capped at the frames a rank reads; for H5MD chunked by several frames, whole chunks, at least one).")
-@click.option("--compute-load", type=click.IntRange(min=1), default=1, show_default=True, help="Repeat each superposition K times, as the 40x/70x/100x RMSD loads of Khoshlessan et al., Parallel performance of molecular dynamics trajectory analysis, Concurrency Computat. Pract. Exper. 32:e5789 (2020), doi:10.1002/cpe.5789: raises the compute/I-O ratio to see how the advice and the scaling change.")
+@click.option("--compute-load", type=click.IntRange(min=1), default=1, show_default=True, help="Repeat each superposition K times, as the 40x/70x/100x RMSD loads of Khoshlessan et al. 2020 (cited below): raises the compute/I-O ratio to see how the advice and the scaling change.")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="Number of runs; the report's headline is the fastest, every run is kept.")
 @click.option("--out", "out_path", default=None, metavar="FILE.json", help="Write the JSON report here (per-rank timings in seconds, bytes read, stragglers, compute/I-O ratio, advice, provenance).")
 @click.option("--rmsd-out", default=None, metavar="FILE", help="Write the RMSDs (frame, time, fit group, then each --calc-select group) as .npy, .csv or GROMACS .xvg.")

@@ -80,6 +80,8 @@ def _group_lines(group):
 
 def print_info(result):
     """The human-readable description."""
+    from ..check.lint import filters_phrase
+
     echo = click.echo
     echo(f"{result['file']} ({human_bytes(result['bytes'])})")
     groups = result.get("particle_groups") or []
@@ -97,9 +99,7 @@ def print_info(result):
             continue
         shape = "x".join(str(s) for s in d["shape"]) if d["shape"] is not None else "empty"
         chunks = "x".join(str(c) for c in d["chunks"]) if d["chunks"] else "contiguous"
-        filters = "+".join(d["filters"]) or "no filters"
-        if d.get("compression_level") is not None:
-            filters = filters.replace("gzip", f"gzip {d['compression_level']}")
+        filters = filters_phrase(d["filters"], d.get("compression_level")) or "no filters"
         line = (f"    {path}: {shape} {d['dtype']}, chunks {chunks}, {filters}, "
                 f"{human_bytes(d['stored_bytes'])} stored / {human_bytes(d['raw_bytes'])} raw")
         echo(line)

@@ -265,9 +265,8 @@ def test_advice_names_the_next_step_for_the_input():
     assert all("Heuristic 1" in advice(12.0, kind) for kind in ("H5MD", "split", "shared", None))
     assert "I/O-bound" in advice(9.99) and "compute-bound" in advice(10.0)
     assert advice(None) == "no I/O time measured"
-    # the paper cited in full: authors, title, venue, year, DOI
-    assert all(advice(ratio).endswith("Concurrency and Computation: Practice and Experience 32:e5789 (2020), doi:10.1002/cpe.5789]")
-               and 'Khoshlessan, Paraskevakos, Fox, Jha & Beckstein, "Parallel performance' in advice(ratio)
+    # cited briefly every run (in full in --help: tests/bench/test_bench_naming.py)
+    assert all("(Khoshlessan et al. 2020, Heuristic" in advice(ratio) and "doi" not in advice(ratio)
                for ratio in (0.3, 12.0))
 
 
