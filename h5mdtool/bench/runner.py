@@ -24,6 +24,7 @@ import numpy as np
 
 from ..parallel.errors import UsageError, mark_collective
 from ..parallel.mpi import abort_unless_collective, agree, capture_errors, entry_point, root_call
+from ..parallel.progress import BAR, JobShare, progress_bar, progress_mode
 from .analysis import AnalysisOptions, plan_analysis
 from .engines import BlocksEngine, FramesEngine
 from .inputs import inspect_input, open_source
@@ -117,7 +118,8 @@ def _files_opened(info, source, local, plan, rank, engine):
     return opened
 
 
-def _run_once(paths, topology, options, group, block_frames, compute_load, engine, comm, input_format=None):
+def _run_once(paths, topology, options, group, block_frames, compute_load, engine, comm, input_format=None,
+              progress=None, label="rmsd"):
     """One timed run on every rank: (RMSD rows on rank 0, this rank's record, info, plan, partition)."""
     from ..formats import load_decoders
 
@@ -149,7 +151,9 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
         clock.charge("t_init_traj")
         agree(comm, failure[0])  # files no rank can open are reported once, not by every rank
         clock.charge("t_wait")
-        ENGINES[engine](source, plan, compute_load).run(local, results, clock, comm.rank, block)
+        with progress_bar(len(plan.frames), label, comm, enabled=progress) as bar:
+            ENGINES[engine](source, plan, compute_load).run(local, results, clock, comm.rank, block,
+                                                            JobShare(bar, len(plan.frames), len(local)))
         comm.Barrier()
         clock.charge("t_wait")
     except BaseException as error:
@@ -210,7 +214,7 @@ def _topology_record(topology, n_atoms):
 @entry_point
 def bench_rmsd(inputs, topology, *, comm=None, select="name CA", calc_select=(), index=None, weights=None,
                reference=None, ref_frame=None, start=None, stop=None, step=None, begin=None, end=None, dt=None,
-               group=None, block_frames=1024, compute_load=1, repeat=1, engine="blocks", format=None):
+               group=None, block_frames=1024, compute_load=1, repeat=1, engine="blocks", format=None, progress=None):
     """Run the parallel RMSD benchmark and return the RMSDs and the report (rank 0; None elsewhere).
 
     The RMSDs equal MDAnalysis's ``rms.RMSD(u, select=select, groupselections=calc_select,
@@ -256,6 +260,9 @@ def bench_rmsd(inputs, topology, *, comm=None, select="name CA", calc_select=(),
     engine : {"blocks", "frames"}
         ``blocks``: blocks of frames and the batched kernel; ``frames``: MDAnalysis
         Universes iterated frame by frame, as the papers did.
+    progress : bool, optional
+        Progress of each run on rank 0 (frames of the whole job, updated per block); by
+        default as :mod:`h5mdtool.parallel.progress` decides (a terminal: a live bar).
 
     Returns
     -------
@@ -280,10 +287,14 @@ def bench_rmsd(inputs, topology, *, comm=None, select="name CA", calc_select=(),
     options = AnalysisOptions(select=select, calc_select=tuple(calc_select), index=index, weights=weights,
                               reference=reference, ref_frame=ref_frame, start=start, stop=stop, step=step,
                               begin=begin, end=end, dt=dt)
+    if comm.rank == 0 and progress_mode(progress) == BAR:
+        import tqdm  # noqa: F401 - imported before the timed phases, not within one
     runs, rmsd = [], None
     for number in range(repeat):
+        label = "rmsd" if repeat == 1 else f"rmsd, run {number + 1} of {repeat}"
         rmsd, record, info, plan, partition = _run_once(paths, topology, options, group, block_frames, compute_load,
-                                                        engine, comm, input_format=format)
+                                                        engine, comm, input_format=format, progress=progress,
+                                                        label=label)
         records = comm.gather(record, root=0)
         if comm.rank == 0:
             runs.append({"repeat": number, **summarise(records, info.kind)})

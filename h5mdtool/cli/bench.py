@@ -143,7 +143,7 @@ def print_rmsd_report(report):
 @click.option("--plot", "plot_path", default=None, metavar="FILE", help="Draw per-rank bars of the phases of the fastest run, waiting shown apart (.png/.pdf/.svg; needs matplotlib, the 'plot' extra).")
 @click.option("--force", is_flag=True, help="Replace existing --out, --rmsd-out and --plot files.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of the table.")
-@click.option("--progress/--no-progress", default=None, help="Accepted for symmetry with other commands; the benchmark shows no bar (it would disturb the timings).")
+@click.option("--progress/--no-progress", default=None, help="Progress of each run on rank 0, per block of frames (its cost is negligible next to a block's read and fit). Default: a live bar when the output reaches a terminal, also under mpirun; sparse lines under srun; none in logs (docs/convert.md).")
 def rmsd_command(inputs, topology, select, calc_select, index, weights, reference, ref_frame, group, input_format, start, stop,
                  step, begin, end, dt, engine, block_frames, compute_load, repeat, out_path, rmsd_out, time_unit,
                  rmsd_unit, plot_path, force, as_json, progress):
@@ -185,7 +185,8 @@ def rmsd_command(inputs, topology, select, calc_select, index, weights, referenc
     result = bench_rmsd(list(inputs), topology, comm=comm, select=select, calc_select=calc_select, index=index,
                         weights=None if weights == "none" else weights, reference=reference, ref_frame=ref_frame,
                         start=start, stop=stop, step=step, begin=begin, end=end, dt=dt, group=group, format=input_format,
-                        block_frames=block_frames, compute_load=compute_load, repeat=repeat, engine=engine)
+                        block_frames=block_frames, compute_load=compute_load, repeat=repeat, engine=engine,
+                        progress=progress)
     if comm.rank != 0:
         return
     report = result["report"]

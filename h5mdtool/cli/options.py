@@ -204,7 +204,7 @@ def given_on_command_line(ctx, names):
 
 run_options = compose(
     click.option("--force", is_flag=True, help="Replace an existing output."),
-    click.option("--progress/--no-progress", default=None, help="Progress bar on rank 0. Default: on when standard error is a terminal."),
+    click.option("--progress/--no-progress", default=None, help="Progress on rank 0. Default: a live bar when the output reaches a terminal, also through mpirun; a line every 30 s under srun (its terminal cannot be seen from the ranks); nothing in logs. --progress where no terminal is seen: the lines (docs/convert.md)."),
     click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document on standard output."),
 )
 

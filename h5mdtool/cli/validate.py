@@ -77,7 +77,7 @@ class GreedyCommand(click.Command):
 @click.option("--strict", is_flag=True, help="Warnings fail too (exit status 1).")
 @click.option("--notes", is_flag=True, help="Also print notes (points of the specification no known reader depends on); --json always has them.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document: files, findings (rule, severity, path, message, fix), comparisons, totals, exit code.")
-@click.option("--progress/--no-progress", default=None, help="Progress bar on rank 0 for --against. Default: on when standard error is a terminal.")
+@click.option("--progress/--no-progress", default=None, help="Progress on rank 0 for --against, as for convert: a live bar when the output reaches a terminal (also through mpirun), lines under srun, nothing in logs.")
 def command(files, profile, against, tolerance, against_format, on_overlap, strict, notes, as_json, progress):
     """Check H5MD files: H5MD 1.1 conformance, MDAnalysis readability, layout lint, data.
 

@@ -32,7 +32,7 @@ from ..parallel.outputs import (
     check_output_extension, check_output_file, is_write_failure, lfs_setstripe, preallocate, publish, remove_quietly,
     system_reason, temporary_name, write_failure, write_failures_reported
 )
-from ..parallel.progress import progress_bar
+from ..parallel.progress import JobShare, progress_bar
 from ..parallel.testhooks import delay
 from .atomselect import resolve_atoms
 
@@ -230,12 +230,9 @@ def block_capacity(chunk_frames, frame_bytes, block_bytes):
     return chunks * chunk_frames
 
 
-def _frames_in_round(slices, capacity, number):
-    """Frames all ranks together write in round *number*."""
-    return sum(
-        max(0, min(stop, begin + (number + 1) * capacity) - (begin + number * capacity))
-        for begin, stop in slices
-    )
+#: A round's frames are decoded in this many reads, each moving the progress bar; not for
+#: H5MD inputs, whose reads of multi-frame compressed chunks would decompress a chunk per read.
+PROGRESS_PIECES = 8
 
 
 def _write_group(writer, number, plan, reader, comm, bar, block_bytes, row_offset=0):
@@ -258,14 +255,20 @@ def _write_group(writer, number, plan, reader, comm, bar, block_bytes, row_offse
     capacity = block_capacity(chunk, frame_bytes, block_bytes)
     rounds = max(-(-(stop - begin) // capacity) for begin, stop in slices)
     begin, stop = slices[comm.rank]
+    share = JobShare(bar, len(frames), stop - begin)
+    pieces = 1 if "H5MD" in plan.index.formats else PROGRESS_PIECES
 
     def load(round_number, block):
         """Decode and encode the frames of one round (in the prefetch thread; no MPI calls)."""
         first = begin + round_number * capacity
         last = min(stop, first + capacity)
         block.n = 0
+        share.update(max(0, min(last, n_lead) - first))  # stored rows
         if max(first, n_lead) < last:
-            reader.read(frames[max(first, n_lead) - n_lead:last - n_lead], block, fields)
+            wanted = frames[max(first, n_lead) - n_lead:last - n_lead]
+            for piece in np.array_split(wanted, min(pieces, len(wanted))):
+                reader.read(piece, block, fields, row=block.n)
+                share.update(len(piece))
         arrays = {name: encodings[name].encode(block.view(name)) for name in atom_fields}
         if "box" in fields:
             arrays["edges"] = box_encoding.encode(block.edges[: block.n])
@@ -291,7 +294,6 @@ def _write_group(writer, number, plan, reader, comm, bar, block_bytes, row_offse
                     pending = prefetch.submit(load, round_number + 1, blocks[(round_number + 1) % 2])
                 writer.write(number, row_offset + begin + round_number * capacity, arrays)
                 delay("convert-round", comm.rank)
-                bar.update(_frames_in_round(slices, capacity, round_number))
 
         # A rank waiting for the others inside a compressed collective write polls; its
         # decoding thread should have the core. Uncompressed rounds are mostly copies under
@@ -301,6 +303,7 @@ def _write_group(writer, number, plan, reader, comm, bar, block_bytes, row_offse
             call_giving_way_to_workers(write_rounds, comm)
         else:
             write_rounds()
+    share.finish()
     steps = plan.index.step[frames]
     time_values = None if plan.index.time is None else plan.index.time[frames]
     if lead is not None:

@@ -435,8 +435,8 @@ class TrajectoryReader:
         reader.check_values = self.finite
         return self._open.add(number, reader)
 
-    def read(self, frames, block, fields=None):
-        """Fill *block* with trajectory *frames* (increasing numbers); returns *block*.
+    def read(self, frames, block, fields=None, row=0):
+        """Fill *block* with trajectory *frames* (increasing numbers) from its row *row* on; returns *block*.
 
         Parameters
         ----------
@@ -445,10 +445,12 @@ class TrajectoryReader:
         fields : sequence of str, optional
             Fields to read (default: the reader's); every frame must hold each of them
             (the box excepted: frames without one get zero edges).
+        row : int
+            The block's row for the first frame (rows before it are kept: a block may be
+            filled in several reads); ``block.n`` becomes the row after the last frame.
         """
         fields = self.fields if fields is None else tuple(fields)
         segments, local = self.index.locate(frames)
-        row = 0
         for number in np.unique(segments):
             mask = segments == number
             segment = self.index.segments[int(number)]
