@@ -3,6 +3,9 @@
 The command line (``h5mdtool --help``) is a thin layer over this API; every function takes
 ``comm=None`` and runs serially without MPI or under ``mpirun``/``srun`` unchanged.
 Heavy dependencies (MDAnalysis, h5py, mpi4py) are imported only when a function needs them.
+
+The public API is :data:`__all__`, documented in docs/api.md; the subpackages are the
+implementation and may change.
 """
 
 __version__ = "0.1.0"
@@ -11,6 +14,12 @@ __version__ = "0.1.0"
 #: ``import h5mdtool`` loads none of h5py, MDAnalysis or mpi4py.
 _API = {
     "H5mdToolError": ("parallel.errors", "H5mdToolError"),
+    "InputError": ("parallel.errors", "InputError"),
+    "OutputError": ("parallel.errors", "OutputError"),
+    "UsageError": ("parallel.errors", "UsageError"),
+    "StackError": ("parallel.errors", "StackError"),
+    "resolve_comm": ("parallel.mpi", "resolve"),
+    "read_manifest": ("subfiles.manifest", "read_manifest"),
     "convert": ("conversion.convert", "convert"),
     "append": ("conversion.append", "append"),
     "split": ("subfiles.split", "split"),
@@ -38,4 +47,5 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_API))
+    # only the API: not the subpackages, which become attributes once imported
+    return sorted(__all__)
