@@ -20,4 +20,4 @@ def job(marker, *, comm=None):
 
 
 if __name__ == "__main__":
-    job(sys.argv[1] + f".rank{__import__('h5mdtool.parallel.mpi').mpi.resolve().rank}")
+    job(sys.argv[1] + f".rank{__import__('h5mdtool.parallel.mpi').parallel.mpi.resolve().rank}")
