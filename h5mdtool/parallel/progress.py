@@ -9,8 +9,8 @@ Whether rank 0's progress reaches a terminal (``--progress``/``--no-progress`` n
    bar; when it is a file or a pipe (a log, ``2> log``), nothing;
 3. started by ``srun``, or by a launcher on another node (rank 0's parent is Slurm's
    ``slurmstepd``): the launcher's terminal cannot be seen from rank 0, so a line at most
-   every :data:`LINE_INTERVAL` seconds, which a person at ``srun``'s terminal sees and a
-   batch log keeps short;
+   every :data:`LINE_INTERVAL` seconds and one at the end, which a person at ``srun``'s
+   terminal sees and a batch log keeps short;
 4. otherwise (a serial run whose standard error is redirected): nothing.
 
 ``--progress`` where no terminal is found prints the sparse lines; ``--no-progress`` prints
@@ -21,6 +21,8 @@ import os
 import sys
 import threading
 import time
+
+from .sizes import human_rate
 
 #: Programs that start MPI ranks and forward their standard error to their own.
 MPI_LAUNCHERS = ("mpirun", "mpiexec", "mpiexec.hydra", "orterun", "prterun", "prun")
@@ -49,7 +51,8 @@ class _NoBar:
 
 
 class LineProgress(_NoBar):
-    """Progress as whole lines, at most one per *interval* seconds (no carriage returns, for logs)."""
+    """Progress as whole lines, at most one per *interval* seconds and one at the end (no
+    carriage returns, for logs)."""
 
     def __init__(self, total, description, unit, stream, interval=LINE_INTERVAL, clock=time.monotonic):
         self.total, self.description, self.unit, self.stream = total, description, unit, stream
@@ -66,12 +69,16 @@ class LineProgress(_NoBar):
                 self.last = now
                 self._line(now)
 
+    def close(self):
+        with self.lock:
+            self._line(self.clock())
+
     def _line(self, now):
         elapsed = now - self.started
         rate = self.done / elapsed if elapsed > 0 else 0.0
         share = f" ({100 * self.done / self.total:.0f}%)" if self.total else ""
         self.stream.write(f"{self.description}: {self.done} of {self.total} {self.unit}s{share} after "
-                          f"{elapsed:.0f} s, {rate:.3g} {self.unit}s/s\n")
+                          f"{elapsed:.0f} s, {human_rate(rate, self.unit + 's/s')}\n")
         self.stream.flush()
 
 

@@ -77,7 +77,7 @@ def test_exit_status_of_every_command(files, adk, kind, expected):
     (["convert", "{xtc}", "-o", "{dir}/md.TRR"], ".trr names TRR"),
     (["convert", "{xtc}", "-o", "{dir}/md.pdb"], ".pdb names PDB"),
     (["split", "{xtc}", "--nparts", "2", "-o", "{dir}/parts.xtc"], "give a directory name, e.g. parts-parts/"),
-    (["topology", "{xtc}", "-o", "{dir}/md.gro", "--format", "pdb"], ".gro names GRO, but the output is PDB"),
+    (["topology", "{xtc}", "-o", "{dir}/md.gro", "--output-format", "pdb"], ".gro names GRO, but the output is PDB"),
 ])
 def test_output_named_like_another_format_is_refused(tmp_path, solvated, args, names):
     """convert -o md.xtc once wrote an H5MD file named md.xtc, with exit status 0."""
