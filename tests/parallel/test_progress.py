@@ -133,12 +133,13 @@ def test_mpirun_at_a_terminal_shows_rank_0s_bar(tmp_path, solvated):
     assert logged.stdout.split() == ["none"], logged.stdout + logged.stderr
     # the bar itself, forwarded by mpirun to the terminal while the job runs
     output = str(tmp_path / "o.h5md")
-    done = _under_a_terminal([MPIRUN, "-n", "2", sys.executable, "-m", "h5mdtool", "convert", solvated["XTC"],
-                              "-o", output, "--block-size", "1M"])
+    # rounds of one frame, 0.3 s apart: the bar redraws (at most every 0.1 s) however loaded the machine
+    done = _under_a_terminal(["H5MDTOOL_TEST_DELAY='convert-round:*:0.3'", MPIRUN, "-n", "2", sys.executable, "-m",
+                              "h5mdtool", "convert", solvated["XTC"], "-o", output, "--block-size", "1M"])
     assert done.returncode == 0, done.stdout
     updates = [part for part in done.stdout.split("\r") if part.startswith("convert: ")]
     counts = [int(part.split("|")[2].split("/")[0]) for part in updates]
-    assert len(updates) >= 2 and counts == sorted(counts) and counts[-1] > counts[0], done.stdout
+    assert len(updates) >= 3 and counts == sorted(counts) and counts[-1] > counts[0], done.stdout
     assert "frame/s" in updates[-1] and "frames (" not in done.stdout  # a bar, not the lines for logs
     assert done.stdout.count("wrote ") == 1
 
