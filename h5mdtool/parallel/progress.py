@@ -18,6 +18,7 @@ nothing.
 """
 
 import os
+import stat
 import sys
 import threading
 import time
@@ -119,6 +120,16 @@ def launcher_terminal(pid=None):
     return None
 
 
+def forwarded(stream):
+    """Whether *stream* writes into a pipe or socket, as a launcher's forwarding of rank output does
+    (not a file, nor a stream replaced in the process, such as a test's captured output)."""
+    try:
+        mode = os.fstat(stream.fileno()).st_mode
+    except (AttributeError, OSError, ValueError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
 def progress_mode(enabled=None, stream=None):
     """How rank 0 shows progress: ``"bar"``, ``"lines"`` or ``"none"`` (the rule of this module)."""
     from .mpi import launched_by_mpi
@@ -128,10 +139,11 @@ def progress_mode(enabled=None, stream=None):
         return NONE
     if stream.isatty():
         return BAR
-    seen = launcher_terminal() if launched_by_mpi() else False
+    through_launcher = launched_by_mpi() and forwarded(stream)
+    seen = launcher_terminal() if through_launcher else False
     if seen:
         return BAR
-    if enabled or (seen is None and launched_by_mpi()):
+    if enabled or (seen is None and through_launcher):
         return LINES
     return NONE
 

@@ -18,12 +18,27 @@ from h5mdtool.parallel.progress import BAR, LINES, NONE, JobShare, LineProgress,
 
 
 class Stream(io.StringIO):
-    def __init__(self, tty):
+    """Standard error as a terminal, a pipe (*fd*: a launcher forwards it) or captured in the process."""
+
+    def __init__(self, tty, fd=None):
         super().__init__()
-        self.tty = tty
+        self.tty, self.fd = tty, fd
 
     def isatty(self):
         return self.tty
+
+    def fileno(self):
+        if self.fd is None:
+            raise io.UnsupportedOperation("fileno")
+        return self.fd
+
+
+@pytest.fixture(scope="module")
+def pipe():
+    read, write = os.pipe()
+    yield write
+    os.close(read)
+    os.close(write)
 
 
 class Recorder:
@@ -58,19 +73,20 @@ def recorded(monkeypatch):
     return displays
 
 
-@pytest.mark.parametrize("tty, launched, launcher, enabled, mode", [
-    (True, False, None, None, BAR),       # a serial run at a terminal
-    (False, False, None, None, NONE),     # a serial run into a log
-    (False, False, None, True, LINES),    # --progress into a log: lines, no carriage returns
-    (False, True, True, None, BAR),       # mpirun at a terminal
-    (False, True, False, None, NONE),     # mpirun 2> log
-    (False, True, None, None, LINES),     # srun: the launcher's terminal cannot be seen
-    (True, True, None, False, NONE),      # --no-progress
+@pytest.mark.parametrize("tty, piped, launched, launcher, enabled, mode", [
+    (True, False, False, None, None, BAR),       # a serial run at a terminal
+    (False, True, False, None, None, NONE),      # a serial run into a log or a pipe
+    (False, False, False, None, True, LINES),    # --progress into a log: lines, no carriage returns
+    (False, True, True, True, None, BAR),        # mpirun at a terminal
+    (False, True, True, False, None, NONE),      # mpirun 2> log
+    (False, True, True, None, None, LINES),      # srun: the launcher's terminal cannot be seen
+    (False, False, True, True, None, NONE),      # captured in the process (a test under mpirun at a terminal)
+    (True, False, True, None, False, NONE),      # --no-progress
 ])
-def test_the_rule(monkeypatch, tty, launched, launcher, enabled, mode):
+def test_the_rule(monkeypatch, pipe, tty, piped, launched, launcher, enabled, mode):
     monkeypatch.setattr(progress, "launcher_terminal", lambda pid=None: launcher)
     monkeypatch.setenv("H5MDTOOL_MPI", "1" if launched else "0")
-    assert progress_mode(enabled, Stream(tty)) == mode
+    assert progress_mode(enabled, Stream(tty, pipe if piped else None)) == mode
 
 
 def test_sparse_lines_for_logs():
