@@ -50,9 +50,9 @@ def sum_op(comm):
 def main(directory):
     from MDAnalysisTests.datafiles import DCD, GRO, PSF, XTC
 
-    from h5mdtool.parallel.mpi import resolve
+    import h5mdtool
 
-    comm = resolve()
+    comm = h5mdtool.resolve_comm()
     mode = f"MPI-IO on {comm.size} ranks" if comm.size > 1 else "serial"
     status = 0
     # (topology, source, file, largest difference allowed in Angstrom): float32 copies agree to

@@ -7,7 +7,6 @@
 import argparse
 
 import h5mdtool
-from h5mdtool.parallel.mpi import resolve
 
 
 def main():
@@ -15,7 +14,7 @@ def main():
     parser.add_argument("inputs", nargs="+")
     parser.add_argument("-o", "--output", required=True)
     args = parser.parse_args()
-    comm = resolve()  # MPI.COMM_WORLD under mpirun, a serial stand-in otherwise
+    comm = h5mdtool.resolve_comm()  # MPI.COMM_WORLD under mpirun, a serial stand-in otherwise
     summary = h5mdtool.convert(
         args.inputs, args.output, comm=comm, compression="gzip", chunk_frames=1, force=True
     )

@@ -19,7 +19,7 @@ srun h5mdtool split md.part0001.xtc md.part0002.xtc --nparts 96 -o "$PARTS" --fo
 srun --ntasks=4 h5mdtool bench rmsd "$PARTS" --topology md.tpr --force --out rmsd-split-4.json
 
 # From Python, rank r of R reads the same parts:
-#   from h5mdtool.subfiles.manifest import read_manifest
+#   from h5mdtool import read_manifest
 #   from h5mdtool.bench.partition import partition_frames
 #   import numpy as np
 #   m = read_manifest("$PARTS")

@@ -6,6 +6,9 @@ Heavy dependencies (numpy, MDAnalysis, h5py, mpi4py) are imported only when a fu
 needs them: the API's functions are imported when first used, so that importing the
 package costs nothing and the command line can install its signal handling before numpy,
 h5py and MDAnalysis load (a second during which Ctrl-C must already end it cleanly).
+
+The public API is :data:`__all__`, documented in docs/api.md; the subpackages are the
+implementation and may change.
 """
 
 __version__ = "0.1.0"
@@ -14,10 +17,17 @@ __version__ = "0.1.0"
 #: ``import h5mdtool`` loads none of h5py, MDAnalysis or mpi4py.
 _API = {
     "H5mdToolError": ("parallel.errors", "H5mdToolError"),
+    "InputError": ("parallel.errors", "InputError"),
+    "OutputError": ("parallel.errors", "OutputError"),
+    "UsageError": ("parallel.errors", "UsageError"),
+    "StackError": ("parallel.errors", "StackError"),
+    "resolve_comm": ("parallel.mpi", "resolve"),
+    "read_manifest": ("subfiles.manifest", "read_manifest"),
     "convert": ("conversion.convert", "convert"),
     "append": ("conversion.append", "append"),
     "split": ("subfiles.split", "split"),
     "bench_rmsd": ("bench.runner", "bench_rmsd"),
+    "bench_dihedrals": ("bench.dihedrals", "bench_dihedrals"),
     "bench_report": ("bench.report", "bench_report"),
     "info": ("check.info", "info"),
     "validate": ("check.validate", "validate"),
@@ -42,4 +52,5 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_API))
+    # only the API: not the subpackages, which become attributes once imported
+    return sorted(__all__)

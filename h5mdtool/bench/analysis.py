@@ -238,7 +238,7 @@ def plan_analysis(info, topology, options):
     frames = select_frames(info.n_frames, options, lambda: frame_times(info))
     ref_frame = 0 if options.ref_frame is None else options.ref_frame
     if not -info.n_frames <= ref_frame < info.n_frames:
-        raise UsageError(f"--ref-frame {ref_frame} is outside the {info.n_frames} frames")
+        raise InputError(f"--ref-frame {ref_frame} is outside the {info.n_frames} frames")
     ref_frame %= info.n_frames
     phases["t_io"] += time.perf_counter() - mark
 

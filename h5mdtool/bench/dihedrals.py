@@ -213,7 +213,7 @@ ENGINES = {"blocks": DihedralBlocksEngine, "frames": DihedralFramesEngine}
 
 
 @entry_point
-def bench_dihedrals(inputs, topology, *, comm=None, select="protein", index=None, start=None, stop=None, step=None,
+def bench_dihedrals(inputs, topology=None, *, comm=None, select="protein", index=None, start=None, stop=None, step=None,
                     begin=None, end=None, dt=None, group=None, block_frames=1024, compute_load=1, repeat=1,
                     engine="blocks", format=None):
     """Run the dihedral featurization benchmark; return the features and the report (rank 0; None elsewhere).

@@ -99,8 +99,9 @@ class BlocksEngine:
                 out[:, column] = group_rmsd(positions[:, atoms], reference, weights, centres, rotation)
         return out * self.scale
 
-    def run(self, frames, results, clock, rank, block_frames):
-        """Fill *results* (rows of *frames*: time, RMSDs) block by block, charging *clock*."""
+    def run(self, frames, results, clock, rank, block_frames, progress=None):
+        """Fill *results* (rows of *frames*: time, RMSDs) block by block, charging *clock*;
+        *progress* (:class:`~h5mdtool.parallel.progress.JobShare`) counts the frames done."""
         # The kernel's BLAS calls are small (fit group atoms x 3): OpenBLAS's threads gain
         # nothing and spin between calls on the cores that decompress chunks.
         with threadpool_limits(limits=1, user_api="blas"):
@@ -112,6 +113,8 @@ class BlocksEngine:
                 results[rows, 1] = times
                 results[rows, 2:] = self.compute(positions)
                 clock.charge("t_compute")
+                if progress is not None:
+                    progress.update(len(block))
 
 
 # Below this fraction of the reference fit group's radius of gyration, above the RMSD
@@ -194,7 +197,7 @@ class FramesEngine:
         values, _, rotation = fit_rmsd(mobile[None], self.reference, self.weights, rotations=True)
         return float(values[0]), rotation[0]
 
-    def run(self, frames, results, clock, rank, block_frames):
+    def run(self, frames, results, clock, rank, block_frames, progress=None):
         """Fill *results* frame by frame: each load is I/O, each kernel call compute."""
         for row, block in frame_blocks(frames, block_frames):
             delay("rmsd-block", rank)
@@ -204,3 +207,5 @@ class FramesEngine:
                 results[row + offset, 1] = time
                 results[row + offset, 2:] = self.compute(positions)
                 clock.charge("t_compute")
+            if progress is not None:
+                progress.update(len(block))

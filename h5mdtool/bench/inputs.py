@@ -215,7 +215,7 @@ def _classify(paths, group, format):
             raise InputError(f"{path}: no such file")
     formats = [detect_format(p, format) for p in paths]
     if group is not None and any(f != "H5MD" for f in formats):
-        raise UsageError("--group chooses the particle group of H5MD files; this input is " + ", ".join(formats))
+        raise InputError("--group chooses the particle group of H5MD files; this input is " + ", ".join(formats))
     return None, formats
 
 
@@ -242,7 +242,7 @@ def _check_positions(index):
 def _inspect_manifest(path, group):
     manifest = checked_manifest(path)
     if group is not None and manifest.format != "H5MD":
-        raise UsageError(f"--group chooses an H5MD particle group; the parts of {path} are {manifest.format}")
+        raise InputError(f"--group chooses an H5MD particle group; the parts of {path} are {manifest.format}")
     if manifest.format == "TRR":  # a TRR may save velocities or forces alone (nstvout != nstxout)
         for part in manifest.parts:
             _check_positions(TrajectoryIndex([scan_segment(part.path)]))
@@ -265,7 +265,7 @@ def _inspect_h5md(path, group):
     """
     import h5py
 
-    from ..check.lint import dataset_filters
+    from ..check.lint import dataset_filters, filters_phrase
     from ..formats.base import file_stat
 
     file_stat(path)
@@ -289,7 +289,8 @@ def _inspect_h5md(path, group):
     dtype = np.dtype(element["dtype"])
     layout = {
         "layout": "chunked" if chunks else "contiguous", "chunks": list(chunks) if chunks else None,
-        "compression": element["compression"], "compression_opts": element["compression_opts"],
+        "compression": filters_phrase(filters, element["compression_opts"] if "gzip" in filters else None),
+        "compression_opts": element["compression_opts"],
         "shuffle": shuffle, "scaleoffset": scaleoffset, "filters": filters, "dtype": str(dtype),
         "particles_group": segment.details["group"].split("/", 1)[1],
     }

@@ -8,7 +8,7 @@ titles naming the input, engine, selection and baseline.
 import math
 import os
 
-from ..parallel.errors import UsageError
+from ..parallel.errors import StackError, UsageError
 from .timing import PHASES, WORK_PHASES, work  # noqa: F401 - PHASES is part of this module's interface
 
 #: One colour per phase; waiting and communication in greys, so the work stands out.
@@ -30,7 +30,7 @@ def _pyplot():
     try:
         import matplotlib
     except ImportError:
-        raise UsageError("--plot needs matplotlib: pip install matplotlib (make install adds it)") from None
+        raise StackError("--plot needs matplotlib: pip install matplotlib (make install adds it)") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

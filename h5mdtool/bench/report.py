@@ -17,7 +17,7 @@ weights, the reference (frame index or file), the frames analysed, the engine, t
 and the compute load. Differences that change the work refuse the combination; differences
 that do not (paths, modification times, software versions) are listed as warnings.
 
-The data must be the same too (:mod:`h5mdtool.bench.runner.digest`): reports of one input must
+The data must be the same too (:mod:`h5mdtool.bench.digest`): reports of one input must
 record the same digest of sampled frames (and of a split's part checksums) and the same
 RMSDs at those frames (within :data:`RESULTS_TOLERANCE`); inputs compared side by side
 (``--layouts``) must give the same RMSDs there within :data:`LAYOUTS_TOLERANCE`, the
@@ -178,23 +178,48 @@ _FLAGGED = (
     ("input path", lambda r: r["input"]["path"]),
     ("input modification time", lambda r: tuple(f.get("mtime") for f in r["input"]["files"])),
     ("topology path or modification time", lambda r: (r["topology"].get("path"), r["topology"].get("mtime"))),
-    ("software versions", lambda r: json.dumps(r.get("provenance", {}).get("versions"), sort_keys=True)),
 )
 
 
+def _readable(value):
+    """A compared value as people read it (no JSON quoting or escapes)."""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_readable(item) for item in value)
+    return "none" if value is None else str(value)
+
+
 def _compare(loaded, rules, refuse):
-    """Refuse (UsageError) or list (warnings) the rules on which the reports differ."""
+    """Refuse (InputError) or list (warnings) the rules on which the reports differ."""
     warnings = []
     for what, key in rules:
         values = {}
         for name, report in loaded:
-            values.setdefault(json.dumps(key(report), default=str), []).append(name)
+            value = key(report)
+            values.setdefault(json.dumps(value, default=str, sort_keys=True), (value, []))[1].append(name)
         if len(values) > 1:
-            groups = "; ".join(f"{', '.join(names)}: {value}" for value, names in values.items())
+            groups = "; ".join(f"{', '.join(names)}: {_readable(value)}" for value, names in values.values())
             if refuse:
-                raise UsageError(f"the reports differ in {what} ({groups}); compare like with like")
+                raise InputError(f"the reports differ in {what} ({groups}); compare like with like")
             warnings.append(f"the reports differ in {what} ({groups})")
     return warnings
+
+
+def _version_differences(loaded):
+    """A warning naming each piece of software whose version differs between the reports.
+
+    Only reports that record a piece are compared on it: a serial run records no MPI
+    library and no mpi4py (it never starts MPI), which is no difference from MPI runs.
+    """
+    recorded = [(name, report.get("provenance", {}).get("versions") or {}) for name, report in loaded]
+    differing = []
+    for package in sorted({package for _, versions in recorded for package in versions}):
+        seen = {}
+        for name, versions in recorded:
+            if package in versions:
+                seen.setdefault(str(versions[package]), []).append(name)
+        if len(seen) > 1:
+            differing.append(f"{package} " + " / ".join(f"{value} ({', '.join(names)})" for value, names in seen.items()))
+    return [f"the reports differ in software versions: {'; '.join(differing)}"] if differing else []
 
 
 def _runs_by_ranks(reports, count=None):
@@ -320,7 +345,7 @@ def scaling(loaded, model_ranks=None):
     """Scaling table of one input at several rank counts (see the module docstring), and
     with *model_ranks* the scaling model's prediction for that many ranks (:mod:`.model`)."""
     _compare(loaded, _WORK + _INPUT, refuse=True)
-    warnings = _check_data(loaded) + _compare(loaded, _FLAGGED, refuse=False)
+    warnings = _check_data(loaded) + _compare(loaded, _FLAGGED, refuse=False) + _version_differences(loaded)
     reports = [r for _, r in loaded]
     count = runs_compared(reports)
     warnings += _repeat_warnings(reports, count)
@@ -352,14 +377,14 @@ def _label(report, clashes):
 def layouts(loaded):
     """Several inputs side by side at each rank count (see the module docstring)."""
     _compare(loaded, _WORK, refuse=True)
-    warnings = _compare(loaded, _FLAGGED[2:], refuse=False)
+    warnings = _compare(loaded, _FLAGGED[2:], refuse=False) + _version_differences(loaded)
     inputs, named = {}, {}
     for name, report in loaded:
         key = (report["input"]["path"], _layout_key(report))
         inputs.setdefault(key, []).append(report)
         named.setdefault(key, []).append((name, report))
     if len(inputs) < 2:
-        raise UsageError("--layouts compares several inputs; these reports all measure one "
+        raise InputError("--layouts compares several inputs; these reports all measure one "
                          "(leave out --layouts for its scaling table)")
     for group in named.values():  # the reports of each input: the same data
         warnings += _check_data(group)

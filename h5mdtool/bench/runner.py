@@ -30,13 +30,13 @@ from ..h5md.topology import resolve_topology
 from ..parallel.errors import UsageError, mark_collective
 from ..parallel.mpi import abort_unless_collective, agree, capture_errors, entry_point, is_parallel, root_call
 from ..parallel.partition import partition_frames
+from ..parallel.progress import BAR, JobShare, progress_bar, progress_mode
 from ..parallel.testhooks import delay
 from .analysis import AnalysisOptions, plan_analysis
 from .digest import data_digest, results_digest
 from .engines import BlocksEngine, FramesEngine
 from .frames import checked_part_scans
 from .inputs import inspect_input, open_source
-from .references import cite
 from .timing import WORK_PHASES, PhaseClock, find_stragglers, own, serial_seconds
 
 #: Compute-to-I/O ratio from which Khoshlessan et al. 2020's Heuristic 1 applies (its text lost the symbol
@@ -67,7 +67,7 @@ def gather_rows(comm, rows, counts):
 
 def advice(ratio, kind=None):
     """Khoshlessan et al. 2020's guidance (section 8) for a compute-to-I/O ratio, for this kind
-    of input, ending with the paper's full citation.
+    of input, citing the paper briefly (in full: ``bench rmsd --help``, docs/references.md).
 
     Parameters
     ----------
@@ -79,7 +79,7 @@ def advice(ratio, kind=None):
     """
     if ratio is None:
         return "no I/O time measured"
-    return f"{_guidance(ratio, kind)} [{cite('khoshlessan2020')}]"
+    return _guidance(ratio, kind)
 
 
 def _guidance(ratio, kind):
@@ -127,7 +127,7 @@ def _files_opened(info, source, local, plan, rank, engine):
 
 
 def _run_once(paths, topology, options, group, block_frames, compute_load, engine, comm, input_format=None,
-              planner=plan_analysis, engines=ENGINES):
+              planner=plan_analysis, engines=ENGINES, progress=None, label="rmsd"):
     """One timed run on every rank: (result rows on rank 0, this rank's record, info, plan, partition).
 
     *planner* resolves the analysis on rank 0 (``planner(info, topology, options)`` returns a
@@ -174,7 +174,9 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
         clock.charge("t_init_traj")
         agree(comm, failure[0])  # files no rank can open are reported once, not by every rank
         clock.charge("t_wait")
-        engines[engine](source, plan, compute_load).run(local, results, clock, comm.rank, block)
+        with progress_bar(len(plan.frames), label, comm, enabled=progress) as bar:
+            engines[engine](source, plan, compute_load).run(local, results, clock, comm.rank, block,
+                                                            JobShare(bar, len(plan.frames), len(local)))
         comm.Barrier()
         clock.charge("t_wait")
     except BaseException as error:
@@ -302,7 +304,7 @@ def _topology_record(topology, n_atoms, source):
 @entry_point
 def bench_rmsd(inputs, topology=None, *, comm=None, select="name CA", calc_select=(), index=None, weights=None,
                reference=None, ref_frame=None, start=None, stop=None, step=None, begin=None, end=None, dt=None,
-               group=None, block_frames=1024, compute_load=1, repeat=1, engine="blocks", format=None):
+               group=None, block_frames=1024, compute_load=1, repeat=1, engine="blocks", format=None, progress=None):
     """Run the parallel RMSD benchmark and return the RMSDs and the report (rank 0; None elsewhere).
 
     The RMSDs equal MDAnalysis's ``rms.RMSD(u, select=select, groupselections=calc_select,
@@ -349,6 +351,9 @@ def bench_rmsd(inputs, topology=None, *, comm=None, select="name CA", calc_selec
     engine : {"blocks", "frames"}
         ``blocks``: blocks of frames and the batched kernel; ``frames``: MDAnalysis
         Universes iterated frame by frame, as the papers did.
+    progress : bool, optional
+        Progress of each run on rank 0 (frames of the whole job, updated per block); by
+        default as :mod:`h5mdtool.parallel.progress` decides (a terminal: a live bar).
 
     Returns
     -------
@@ -374,10 +379,14 @@ def bench_rmsd(inputs, topology=None, *, comm=None, select="name CA", calc_selec
     options = AnalysisOptions(select=select, calc_select=tuple(calc_select), index=index, weights=weights,
                               reference=reference, ref_frame=ref_frame, start=start, stop=stop, step=step,
                               begin=begin, end=end, dt=dt)
+    if comm.rank == 0 and progress_mode(progress) == BAR:
+        import tqdm  # noqa: F401 - imported before the timed phases, not within one
     runs, rmsd = [], None
     for number in range(repeat):
+        label = "rmsd" if repeat == 1 else f"rmsd, run {number + 1} of {repeat}"
         rmsd, record, info, plan, partition = _run_once(paths, topology, options, group, block_frames, compute_load,
-                                                        engine, comm, input_format=format)
+                                                        engine, comm, input_format=format, progress=progress,
+                                                        label=label)
         records = comm.gather(record, root=0)
         if comm.rank == 0:
             runs.append({"repeat": number, **summarise(records, info.kind)})

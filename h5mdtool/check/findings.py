@@ -7,7 +7,8 @@ Every rule has a stable id, a default severity and the profile that runs it; the
 Severities: ``error`` (the file breaks H5MD 1.1, MDAnalysis cannot read it, or it differs
 from its source), ``warning`` (a recommendation or a layout that reads slowly; fails only
 with ``--strict``) and ``note`` (a point of the specification that no known reader depends
-on; never fails).
+on, or a fact about the file a user must pass on, such as a plugin filter; never fails).
+Notes are printed with ``--notes``, except those a user must see (:attr:`Rule.shown`).
 """
 
 import json
@@ -19,17 +20,21 @@ SEVERITIES = (ERROR, WARNING, NOTE)
 
 @dataclass(frozen=True)
 class Rule:
-    """One check: default severity, the profile that runs it, what it means, how to fix it."""
+    """One check: default severity, the profile that runs it, what it means, how to fix it.
+
+    *shown*: a note printed without ``--notes`` (what every reader of the file must know).
+    """
 
     severity: str
     profile: str
     meaning: str
     fix: str = ""
+    shown: bool = False
 
 
 RULES = {
     # reading the file at all; links
-    "FILE001": Rule(ERROR, "any", "the file cannot be read at all: missing, a directory, not a regular file (a FIFO, a device), not HDF5 (or not JSON for a manifest), truncated; exit status 2", "check the path; regenerate or copy the file again"),
+    "FILE001": Rule(ERROR, "any", "the file cannot be read at all: missing, a directory, not a regular file (a FIFO, a device), not HDF5 (or not JSON for a manifest), truncated; exit status 1", "check the path; regenerate or copy the file again"),
     "FILE002": Rule(ERROR, "any", "a group cannot be listed", "the file is damaged: regenerate it"),
     "FILE003": Rule(ERROR, "any", "an object, attribute or dataset cannot be read (damaged, or a datatype h5py cannot map)", "regenerate the file"),
     "FILE004": Rule(ERROR, "any", "libhdf5 itself crashed while reading the file (damaged metadata); files are read in a child process so that only it dies, and no other check could run", "regenerate or copy the file again"),
@@ -85,7 +90,7 @@ RULES = {
     "LINT002": Rule(WARNING, "all", "chunks split the xyz axis: every frame read touches one chunk per coordinate at least", "as LINT001"),
     "LINT003": Rule(WARNING, "all", "compressed chunks of several frames that do not fit in HDF5's default 1 MiB chunk cache: reading frame by frame decompresses the whole chunk again for every frame", "relayout with `--chunk-frames auto` (chunks within 1 MiB), or readers raise `rdcc_nbytes`"),
     "LINT004": Rule(WARNING, "all", "a filter that is neither built into HDF5 nor in hdf5plugin (lzf, an unregistered filter): every reader must find and install its plugin (h5py bundles lzf; C, Fortran and other HDF5 programs do not)", "relayout with `--compression zstd` (readers use hdf5plugin) or `--compression gzip` (no plugin)"),
-    "LINT006": Rule(NOTE, "all", "a filter from hdf5plugin (zstd, blosc, blosc2, bitshuffle, lz4, zfp, sz, bzip2, ...), as `convert --precision` writes: Python readers, MDAnalysis included, need `pip install hdf5plugin` and `import hdf5plugin` before opening the file; other HDF5 programs (h5dump, C, Fortran) need `HDF5_PLUGIN_PATH` set to hdf5plugin's plugin directory", "none needed; for readers that cannot install plugins, relayout with `--compression gzip` (about 8% larger at 0.001 nm)"),
+    "LINT006": Rule(NOTE, "all", "a filter from hdf5plugin (zstd, blosc, blosc2, bitshuffle, lz4, zfp, sz, bzip2, ...), as `convert --precision` writes: Python readers, MDAnalysis included, need `pip install hdf5plugin` and `import hdf5plugin` before opening the file; other HDF5 programs (h5dump, C, Fortran) need `HDF5_PLUGIN_PATH` set to hdf5plugin's plugin directory", "none needed; for readers that cannot install plugins, relayout with `--compression gzip` (about 8% larger at 0.001 nm)", shown=True),
     "LINT005": Rule(WARNING, "all", "a contiguous dataset of 16 GiB or more: it cannot be compressed or extended", "relayout chunked, with `--compression gzip` if space matters"),
     # data sanity (every profile; no source needed)
     "DATA001": Rule(ERROR, "any", "frames whose positions are all 0.0 in a system of more than one atom: data never written or lost (HDF5 1.10.8's single-chunk bug wrote whole files of zeros)", "regenerate the file from its source and check it with `validate --against`"),
@@ -127,6 +132,10 @@ class Finding:
     path: str
     message: str
     fix: str = None
+
+    def shown(self, notes=False):
+        """Whether the report for people prints it: errors, warnings, notes with *notes* or marked shown."""
+        return self.severity != NOTE or notes or RULES[self.rule].shown
 
 
 @dataclass
@@ -206,10 +215,8 @@ class ValidationReport:
 
     @property
     def exit_code(self):
-        """2 if a file could not be read at all, 1 if errors (or warnings with strict), else 0."""
-        if self.unreadable:
-            return 2
-        return 1 if any(r.failed(self.strict) for r in self.files) else 0
+        """1 if a file could not be read at all or has errors (or warnings with strict), else 0."""
+        return 1 if self.unreadable or any(r.failed(self.strict) for r in self.files) else 0
 
     def as_dict(self):
         from .. import __version__

@@ -14,6 +14,7 @@ from dataclasses import asdict
 
 import numpy as np
 
+from ..h5md.codecs import PLUGIN_HINT
 from ..parallel.errors import InputError
 from ..parallel.mpi import entry_point, root_call
 from . import lint
@@ -342,7 +343,7 @@ def describe_file(path):
     result["fix_command"] = max(sorted(fixes), key=len) if fixes else None
     plugins = {name for d in result["datasets"].values() for name in d.get("plugin_filters", ())}
     result["plugin_filters"] = sorted(plugins)
-    result["plugin_hint"] = lint.PLUGIN_HINT if plugins else None
+    result["plugin_hint"] = PLUGIN_HINT if plugins else None
     return result
 
 
@@ -362,7 +363,7 @@ def info(path, *, comm=None):
     Raises
     ------
     UnreadableError
-        If the file cannot be opened as HDF5 (exit status 2).
+        If the file cannot be opened as HDF5 (exit status 1).
     InputError
         If libhdf5 crashes reading the file (damaged metadata; serial runs only).
     """

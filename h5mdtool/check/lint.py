@@ -13,6 +13,7 @@ import os
 import shlex
 
 from ..h5md.chunkcodec import chunk_stored
+from ..h5md.codecs import LZF_HINT, PLUGIN_HINT
 from ..parallel.sizes import human_bytes
 
 #: Filters every HDF5 library has built in (no plugin needed to read).
@@ -29,9 +30,6 @@ try:
     HDF5PLUGIN_FILTERS = {int(code): name for name, code in _hdf5plugin.FILTERS.items()}
 except ImportError:  # h5mdtool requires hdf5plugin; a broken install still lints
     HDF5PLUGIN_FILTERS = {}
-#: How readers get hdf5plugin's filters (LINT006, info).
-PLUGIN_HINT = ("Python readers (MDAnalysis included): pip install hdf5plugin, then import hdf5plugin before opening; "
-               "h5dump and other HDF5 programs: export HDF5_PLUGIN_PATH=$(python -c 'import hdf5plugin; print(hdf5plugin.PLUGIN_PATH)')")
 #: Filters that change the stored bytes (a relayout should compress again).
 NOT_COMPRESSING = {2, 3, 5, 6}
 #: h5py's (and HDF5's) default chunk cache per open dataset.
@@ -48,6 +46,13 @@ def filter_label(code):
     """``blosc (filter 32001)`` for a named filter, ``filter 33000`` for another."""
     name = filter_name(code)
     return name if name == f"filter {code}" else f"{name} (filter {code})"
+
+
+def filters_phrase(names, gzip_level=None):
+    """A filter pipeline as ``info`` names it: ``shuffle+gzip 4``, ``shuffle+zstd``; None without filters."""
+    if not names:
+        return None
+    return "+".join(f"gzip {gzip_level}" if name == "gzip" and gzip_level is not None else name for name in names)
 
 
 def dataset_filters(dataset):
@@ -211,8 +216,8 @@ def lint_dataset(report, path, dataset, file):
                        "none needed; for readers that cannot install plugins: "
                        + relayout_command(file, "gzip", None, storage["precision"]))
         elif code not in BUILTIN_FILTERS:
-            report.add("LINT004", path, f"{filter_label(code)} is neither built into HDF5 nor in hdf5plugin: every reader must find and install its plugin"
-                       + (" (h5py bundles lzf; C, Fortran and other HDF5 programs do not)" if code == 32000 else ""),
+            report.add("LINT004", path, f"{filter_label(code)} is neither built into HDF5 nor in hdf5plugin: "
+                       + (LZF_HINT if code == 32000 else "every reader must find and install its plugin"),
                        relayout_command(file, "zstd", None, storage["precision"]))
     return storage
 

@@ -4,7 +4,7 @@ Files are walked defensively: every HDF5 access goes through :class:`Access`, wh
 failure into a finding, checks each link's type before following it and never follows an
 external link. So wrong types where numbers belong, zero or huge dimensions and soft-link
 loops all give findings, never a traceback; only a file that cannot be opened at all raises
-:class:`~h5mdtool.parallel.errors.UnreadableError` (exit status 2).
+:class:`~h5mdtool.parallel.errors.UnreadableError` (exit status 1).
 
 Rules are listed in :data:`h5mdtool.check.findings.RULES` and docs/validation.md. Structural checks
 read whole 1-D ``step`` and ``time`` datasets in blocks of a million entries and never loop
@@ -965,7 +965,7 @@ def validate_file(path, profile="all", label=None):
     Raises
     ------
     UnreadableError
-        If *path* is missing, a directory, not HDF5 or truncated (exit status 2).
+        If *path* is missing, a directory, not HDF5 or truncated (exit status 1).
     UsageError
         For an unknown profile.
     """
@@ -1111,7 +1111,7 @@ def validate(paths, *, comm=None, profile="all", against=None, tolerance=None, s
     Returns
     -------
     ValidationReport
-        The same on every rank; ``exit_code`` is 0, 1 or 2.
+        The same on every rank; ``exit_code`` is 0 or 1.
 
     Raises
     ------

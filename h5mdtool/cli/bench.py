@@ -5,9 +5,10 @@ import os
 
 import click
 
+from ..bench.references import cite
 from ..parallel.errors import UsageError, mark_collective
 from ..parallel.sizes import human_bytes
-from .options import compose, emit_json, input_format_option
+from .options import compose, emit_json, input_format_option, select_not_a_file
 
 
 @click.group("bench")
@@ -144,10 +145,10 @@ input_and_frames_options = compose(
 )
 
 
-@click.command("rmsd")
+@click.command("rmsd", epilog=f"The advice, the straggler limits and --compute-load follow {cite('khoshlessan2020')}.")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
 @click.option("--topology", "-t", default=None, metavar="FILE", help="Topology read by MDAnalysis (PSF, GRO, TPR, PDB..., or an H5MD file carrying one); its atom count must match INPUT's. Default: the topology an H5MD INPUT carries (convert --topology stores one).")
-@click.option("--select", "-s", default="name CA", show_default=True, metavar="SEL", help="Fit group: an MDAnalysis selection, or with -n a group of the index file (name or number). Evaluated on the reference frame's coordinates (and box) from the trajectory, as MDAnalysis evaluates it on the current frame.")
+@click.option("--select", "-s", default="name CA", show_default=True, metavar="SEL", callback=select_not_a_file(" (or --reference, gmx rms's -s)"), help="Fit group: an MDAnalysis selection, or with -n a group of the index file (name or number). Evaluated on the reference frame's coordinates (and box) from the trajectory, as MDAnalysis evaluates it on the current frame.")
 @click.option("--calc-select", multiple=True, metavar="SEL", help="Further RMSD group, measured after the fit on --select without refitting (MDAnalysis's groupselections, gmx rms's calc group); repeat for several. Selection or index group.")
 @click.option("--index", "-n", default=None, metavar="NDX", help="GROMACS index file; --select and --calc-select may name its groups by name or number (from 0, as gmx lists them).")
 @click.option("--weights", type=click.Choice(["none", "mass"]), default="none", show_default=True, help="mass: mass-weighted fit and RMSD (MDAnalysis weights='mass'; gmx rms's default -mw). none: unweighted (MDAnalysis's default, gmx rms -nomw).")
@@ -156,16 +157,16 @@ input_and_frames_options = compose(
 @input_and_frames_options
 @click.option("--engine", type=click.Choice(["blocks", "frames"]), default="blocks", show_default=True, help="blocks: blocks of frames read at once (H5MD: only the span of the atoms used) and a batched numpy kernel; frames: MDAnalysis iterated frame by frame as the papers did (each load timed as I/O, each superposition as compute).")
 @click.option("--block-frames", type=click.IntRange(min=1), default=1024, show_default=True, help="Frames read and superposed at once per rank, bounding memory (capped at the frames a rank reads; for H5MD chunked by several frames, whole chunks, at least one).")
-@click.option("--compute-load", type=click.IntRange(min=1), default=1, show_default=True, help="Repeat each superposition K times, as the 40x/70x/100x RMSD loads of Khoshlessan et al., Parallel performance of molecular dynamics trajectory analysis, Concurrency Computat. Pract. Exper. 32:e5789 (2020), doi:10.1002/cpe.5789: raises the compute/I-O ratio to see how the advice and the scaling change (a synthetic load; 'bench dihedrals' is the papers' real compute-bound workload).")
+@click.option("--compute-load", type=click.IntRange(min=1), default=1, show_default=True, help="Repeat each superposition K times, as the 40x/70x/100x RMSD loads of Khoshlessan et al. 2020 (cited below): raises the compute/I-O ratio to see how the advice and the scaling change (a synthetic load; 'bench dihedrals' is the papers' real compute-bound workload).")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="Number of runs; the report's headline is the fastest, every run is kept.")
 @click.option("--out", "out_path", default=None, metavar="FILE.json", help="Write the JSON report here (per-rank timings in seconds, bytes read, stragglers, compute/I-O ratio, advice, provenance).")
 @click.option("--rmsd-out", default=None, metavar="FILE", help="Write the RMSDs (frame, time, fit group, then each --calc-select group) as .npy, .csv or GROMACS .xvg.")
 @click.option("--time-unit", type=click.Choice(["ps", "ns"]), default="ps", show_default=True, help="Time unit of --rmsd-out (gmx rms -tu).")
 @click.option("--rmsd-unit", type=click.Choice(["A", "nm"]), default="A", show_default=True, help="RMSD unit of --rmsd-out: Angstrom (MDAnalysis) or nm (gmx rms).")
 @click.option("--plot", "plot_path", default=None, metavar="FILE", help="Draw per-rank bars of the phases of the fastest run, waiting shown apart (.png/.pdf/.svg; needs matplotlib, the 'plot' extra).")
-@click.option("--force", "-f", is_flag=True, help="Replace existing --out, --rmsd-out and --plot files.")
+@click.option("--force", is_flag=True, help="Replace existing --out, --rmsd-out and --plot files.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of the table.")
-@click.option("--progress/--no-progress", default=None, help="Accepted for symmetry with other commands; the benchmark shows no bar (it would disturb the timings).")
+@click.option("--progress/--no-progress", default=None, help="Progress of each run on rank 0, per block of frames (its cost is negligible next to a block's read and fit). Default: a live bar when the output reaches a terminal, also under mpirun; sparse lines under srun; none in logs (docs/convert.md).")
 def rmsd_command(inputs, topology, select, calc_select, index, weights, reference, ref_frame, group, input_format, start, stop,
                  step, begin, end, dt, engine, block_frames, compute_load, repeat, out_path, rmsd_out, time_unit,
                  rmsd_unit, plot_path, force, as_json, progress):
@@ -213,7 +214,8 @@ def rmsd_command(inputs, topology, select, calc_select, index, weights, referenc
     result = bench_rmsd(list(inputs), topology, comm=comm, select=select, calc_select=calc_select, index=index,
                         weights=None if weights == "none" else weights, reference=reference, ref_frame=ref_frame,
                         start=start, stop=stop, step=step, begin=begin, end=end, dt=dt, group=group, format=input_format,
-                        block_frames=block_frames, compute_load=compute_load, repeat=repeat, engine=engine)
+                        block_frames=block_frames, compute_load=compute_load, repeat=repeat, engine=engine,
+                        progress=progress)
     if comm.rank != 0:
         return
     report = result["report"]
@@ -260,8 +262,8 @@ def print_dihedrals_report(report):
 
 @click.command("dihedrals")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
-@click.option("--topology", "-t", required=True, metavar="FILE", help="Topology read by MDAnalysis (PSF, GRO, TPR, PDB...); its atom count must match INPUT's.")
-@click.option("--select", "-s", default="protein", show_default=True, metavar="SEL", help="Atoms whose residues are featurized: an MDAnalysis selection, or with -n a group of the index file. Residues are kept as MDAnalysis's Ramachandran keeps them (not the protein's first or last residue; each needs C, N and CA and both neighbours).")
+@click.option("--topology", "-t", default=None, metavar="FILE", help="Topology read by MDAnalysis (PSF, GRO, TPR, PDB..., or an H5MD file carrying one); its atom count must match INPUT's. Default: the topology an H5MD INPUT carries (convert --topology stores one).")
+@click.option("--select", "-s", default="protein", show_default=True, metavar="SEL", callback=select_not_a_file(), help="Atoms whose residues are featurized: an MDAnalysis selection, or with -n a group of the index file. Residues are kept as MDAnalysis's Ramachandran keeps them (not the protein's first or last residue; each needs C, N and CA and both neighbours).")
 @click.option("--index", "-n", default=None, metavar="NDX", help="GROMACS index file; --select may name its groups by name or number (from 0).")
 @input_and_frames_options
 @click.option("--engine", type=click.Choice(["blocks", "frames"]), default="blocks", show_default=True, help="blocks: blocks of frames read at once and a batched numpy kernel; frames: MDAnalysis iterated frame by frame and one MDAnalysis calc_dihedrals call per angle, as the papers' code called dihedral.value() (each load timed as I/O, each frame's angles as compute).")
@@ -271,7 +273,7 @@ def print_dihedrals_report(report):
 @click.option("--out", "out_path", default=None, metavar="FILE.json", help="Write the JSON report here (per-rank timings in seconds, bytes read, stragglers, compute/I-O ratio, advice, provenance).")
 @click.option("--features-out", default=None, metavar="FILE", help="Write the features (frame, time in ps, then cos phi, sin phi, cos psi, sin psi of each residue) as .npy or .csv.")
 @click.option("--plot", "plot_path", default=None, metavar="FILE", help="Draw per-rank bars of the phases of the fastest run, waiting shown apart (.png/.pdf/.svg; needs matplotlib, the 'plot' extra).")
-@click.option("--force", "-f", is_flag=True, help="Replace existing --out, --features-out and --plot files.")
+@click.option("--force", is_flag=True, help="Replace existing --out, --features-out and --plot files.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of the table.")
 @click.option("--progress/--no-progress", default=None, help="Accepted for symmetry with other commands; the benchmark shows no bar (it would disturb the timings).")
 def dihedrals_command(inputs, topology, select, index, group, input_format, start, stop, step, begin, end, dt, engine,
@@ -393,7 +395,7 @@ def _print_layouts(result):
 @click.option("--plot", "plot_path", default=None, metavar="FILE", help="Draw the comparison (.png/.pdf/.svg; needs matplotlib, the 'plot' extra): speed-up and efficiency, and each phase, against ranks on log2 axes; with --layouts, each input's time against ranks.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print the table as CSV (seconds; one row per rank count, or per rank count and input with --layouts).")
 @click.option("--json", "as_json", is_flag=True, help="Print the combined table as one JSON document.")
-@click.option("--force", "-f", is_flag=True, help="Replace an existing --plot file.")
+@click.option("--force", is_flag=True, help="Replace an existing --plot file.")
 @click.option("--model", "model_ranks", type=click.IntRange(min=1), default=None, metavar="N", help="Also predict t(N), S(N) and E(N) for N ranks from the 1-rank run and the next rank count's (2, best): serial setup + parallel work / (its efficiency x N) + collective costs growing with log2 N, or with N (docs/performance.md); printed beside the measured counts.")
 def report_command(runs, layouts_mode, plot_path, as_csv, as_json, force, model_ranks):
     """Combine 'bench rmsd --out' reports: scaling of one input, or inputs side by side.

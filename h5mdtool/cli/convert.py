@@ -4,7 +4,7 @@ import click
 
 from ..formats.frametimes import frames_phrase
 from ..parallel.mpi import resolve
-from ..parallel.sizes import human_bytes
+from ..parallel.sizes import human_bytes, human_rate
 from .options import (
     SIZE, atom_options, emit_json, field_options, frame_options, input_format_option, layout_options, run_options,
     segment_options, time_options, truncation_option
@@ -13,7 +13,7 @@ from .options import (
 
 @click.command("convert")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
-@click.option("--output", "-o", default=None, metavar="FILE", help="H5MD file to write (written under a temporary name, renamed when complete).")
+@click.option("--output", "-o", default=None, metavar="FILE", help="H5MD file to write (written under a temporary name, renamed when complete); a name ending in another format's extension (.xtc, .pdb, ...) is refused.")
 @click.option("--append", "append_to", default=None, metavar="FILE", help="Instead of --output: add the frames of INPUT... to FILE, an H5MD file written by h5mdtool, in its own layout. The frames must follow its last step (--on-overlap later replaces the file's frames from the first new step on, first drops the new frames the file holds). Interrupted, FILE keeps its old frames: the new ones become visible all at once at the end.")
 @atom_options
 @frame_options
@@ -128,6 +128,16 @@ def describe_compression(layout):
     return compression
 
 
+def describe_striping(applied, n_ranks):
+    """What became of the asked Lustre striping (``lfs_setstripe``'s outcome), in words."""
+    hints = "; the MPI-IO hints were passed" if n_ranks > 1 else ""
+    if applied == "applied":
+        return "set with lfs setstripe" + hints
+    if applied == "lfs not found":
+        return "not set: no lfs command (not a Lustre client)" + hints
+    return f"not set: lfs setstripe {applied}" + hints
+
+
 def print_summary(summary):
     """The end-of-run summary of convert, for people."""
     layout = summary["layout"]
@@ -144,7 +154,8 @@ def print_summary(summary):
     if summary.get("threads"):
         click.echo(f"compressed in {summary['threads']} thread(s) per rank")
     if layout["stripe_count"] is not None or layout["stripe_size"] is not None:
-        click.echo(f"striping: lfs setstripe {summary['stripe_applied']}; {layout['alignment_reason']}")
+        click.echo(f"striping: {describe_striping(summary['stripe_applied'], summary['n_ranks'])}; "
+                   f"{layout['alignment_reason']}")
     if summary.get("topology"):
         topology = summary["topology"]
         click.echo(f"topology: {topology['atoms']} atoms, {topology['residues']} residues, {topology['bonds']} bonds "
@@ -159,5 +170,5 @@ def print_summary(summary):
             click.echo(f"note: left out {skipped}")
     click.echo(
         f"{summary['seconds']:.2f} s on {summary['n_ranks']} rank(s): "
-        f"{summary['frames_per_second']:.0f} frames/s, {summary['megabytes_per_second']:.1f} MB/s"
+        f"{human_rate(summary['frames_per_second'], 'frames/s')}, {human_rate(summary['megabytes_per_second'], 'MB/s')}"
     )

@@ -18,8 +18,8 @@ def command(file, as_json):
     For each dataset: shape, dtype, chunks, filters, stored and raw bytes, and for
     per-atom data what reading one frame touches (chunks and bytes). The findings of
     'h5mdtool validate' follow, with the 'h5mdtool convert' command that fixes the layout
-    ones. Exit status 2 if the file cannot be read at all, 1 if libhdf5 crashes or stops
-    making progress on it (damaged metadata), else 0.
+    ones. Exit status 1 if the file cannot be read at all or libhdf5 crashes or stops
+    making progress on it (damaged metadata), 2 for a wrong command line, else 0.
 
     \b
     Examples:
@@ -94,6 +94,8 @@ def _group_lines(group):
 
 def print_info(result):
     """The human-readable description."""
+    from ..check.lint import filters_phrase
+
     echo = click.echo
     echo(f"{result['file']} ({human_bytes(result['bytes'])})")
     groups = result.get("particle_groups") or []
@@ -111,9 +113,7 @@ def print_info(result):
             continue
         shape = "x".join(str(s) for s in d["shape"]) if d["shape"] is not None else "empty"
         chunks = "x".join(str(c) for c in d["chunks"]) if d["chunks"] else "contiguous"
-        filters = "+".join(d["filters"]) or "no filters"
-        if d.get("compression_level") is not None:
-            filters = filters.replace("gzip", f"gzip {d['compression_level']}")
+        filters = filters_phrase(d["filters"], d.get("compression_level")) or "no filters"
         line = (f"    {path}: {shape} {d['dtype']}, chunks {chunks}, {filters}, "
                 f"{human_bytes(d['stored_bytes'])} stored / {human_bytes(d['raw_bytes'])} raw")
         echo(line)

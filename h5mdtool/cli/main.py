@@ -22,7 +22,7 @@ from .. import __version__
 from ..parallel import interrupts
 from ..parallel.errors import H5mdToolError
 from ..parallel.heap import keep_freed_heap
-from ..parallel.mpi import debug_enabled, hdf5_exit_is_unsafe
+from ..parallel.mpi import debug_enabled, hdf5_exit_is_unsafe, launcher_rank
 
 #: The commands: name -> (the module of this package that defines it as ``command``, the
 #: first paragraph of its help, which ``h5mdtool --help`` lists). A command's module is
@@ -54,33 +54,23 @@ def _one_line(text):
     return " ".join(str(text).split())
 
 
+#: What gmx's short options mean there, for a user who types them out of habit.
+GMX_HABITS = {
+    "-f": "-f is not an option of h5mdtool (gmx's input file): give the input files as arguments, "
+          "e.g. 'h5mdtool convert md.xtc -o md.h5md'; --force replaces an existing output",
+}
+
+
 def _usage_exit(error):
     """Report a click usage error as one ``error:`` line (rank 0 only) and exit with 2."""
     interrupts.settle()
     hint = f" (see '{error.ctx.command_path} --help')" if error.ctx is not None else ""
+    message = _one_line(error.format_message()).rstrip(".")
+    if isinstance(error, click.NoSuchOption) and error.option_name in GMX_HABITS:
+        message = GMX_HABITS[error.option_name]
     if _rank() == 0:
-        click.echo(f"error: {_one_line(error.format_message()).rstrip('.')}{hint}", err=True)
+        click.echo(f"error: {message}{hint}", err=True)
     sys.exit(2)
-
-
-#: Environment variables holding this process's rank, set by MPI launchers.
-RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
-
-
-def launcher_rank():
-    """This process's rank as the MPI launcher announced it (0 when not launched by one).
-
-    Read from the environment, so ``--help`` need not start MPI.
-    """
-    from ..parallel.mpi import launched_by_mpi
-
-    if not launched_by_mpi():
-        return 0
-    for name in RANK_VARIABLES:
-        value = os.environ.get(name, "")
-        if value.isdigit():
-            return int(value)
-    return 0
 
 
 class RankZeroHelp:
@@ -118,6 +108,17 @@ class RankZeroHelp:
         return False
 
 
+def _short_help(text, limit):
+    """The first sentence of *text*, cut at a word with ``...`` to at most *limit* characters
+    (how click shortens a command's help in a group's list)."""
+    first = text.split("\n\n")[0].replace("\n", " ").strip()
+    end = first.find(". ")
+    sentence = first if end < 0 else first[: end + 1]
+    if len(sentence) <= limit:
+        return sentence
+    return sentence[: max(limit - 3, 0)].rsplit(" ", 1)[0] + "..."
+
+
 class LazyCommands:
     """Click mixin for the top-level group: its commands (:data:`COMMANDS`) are imported when used."""
 
@@ -132,7 +133,7 @@ class LazyCommands:
     def format_commands(self, ctx, formatter):
         """The list of commands with the one line of each, as click shortens it, without importing them."""
         limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
-        rows = [(name, click.utils.make_default_short_help(text, limit)) for name, (_, text) in sorted(COMMANDS.items())]
+        rows = [(name, _short_help(text, limit)) for name, (_, text) in sorted(COMMANDS.items())]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 

@@ -6,7 +6,7 @@ import sys
 import click
 
 from ..h5md.layout import COMPRESSIONS, parse_size
-from ..parallel.errors import UsageError
+from ..parallel.errors import UsageError, mark_collective
 
 
 class SizeType(click.ParamType):
@@ -61,6 +61,36 @@ class ChunkFrames(click.ParamType):
         return frames
 
 
+def deprecation_note(old, new):
+    """Tell the user, on standard error and from rank 0 only, that *old* still works but *new* is its name."""
+    from ..parallel.mpi import launcher_rank
+
+    if launcher_rank() == 0:
+        click.echo(f"note: {old} is deprecated: use {new}", err=True)
+
+
+def select_not_a_file(also=""):
+    """A click callback refusing a structure file given to -s/--select, a gmx habit.
+
+    gmx's ``-s`` is the run input (``md.tpr``); h5mdtool's ``-s`` is the atom selection and
+    its topology is ``-t``. *also* adds a further suggestion to the message.
+    """
+
+    def check(ctx, param, value):
+        import os
+
+        from ..h5md.topology import STRUCTURE_EXTENSIONS
+
+        if value is not None and not any(c.isspace() for c in value) \
+                and os.path.splitext(value)[1].lower() in STRUCTURE_EXTENSIONS:
+            # every rank parses the same command line and stops here
+            raise mark_collective(UsageError(f"-s {value}: -s/--select is an atom selection or index group here, "
+                                             f"not gmx's run input; did you mean -t/--topology {value}{also}?"))
+        return value
+
+    return check
+
+
 def compose(*decorators):
     def apply(function):
         for decorator in reversed(decorators):
@@ -102,7 +132,7 @@ index_option = click.option("--index", "-n", "index_file", type=IndexFile(), def
 
 atom_options = compose(
     click.option("--topology", "-t", type=str, default=None, metavar="FILE", help="Topology file (PSF, GRO, PDB, TPR...): checked against the trajectory's atom count, used by --select, and stored in the output (species, mass, charge, id, bonds and the VMD structure module) so the file is self-contained."),
-    click.option("--select", "-s", type=str, default=None, metavar="SEL", help='Atoms to keep: an MDAnalysis selection, e.g. "protein" (needs --topology, unless the input is an H5MD file carrying its own), or with -n a group of the index file by name or number, e.g. Protein or 1. Geometric selections (around, sphzone, prop z...) are evaluated on the first selected frame of the trajectory (positions and box), as Universe(topology, trajectory) of MDAnalysis would at that frame, never on the coordinates of the topology (a PSF has none). Default: all atoms.'),
+    click.option("--select", "-s", type=str, default=None, metavar="SEL", callback=select_not_a_file(), help='Atoms to keep: an MDAnalysis selection, e.g. "protein" (needs --topology, unless the input is an H5MD file carrying its own), or with -n a group of the index file by name or number, e.g. Protein or 1. Default: all atoms.'),
     click.option("--atom-indices", "atom_indices_file", type=str, default=None, metavar="FILE", help="Text file of 0-based atom indices to keep (increasing; whitespace or commas), as mdconvert's -a; an alternative to --select and -n that needs no topology."),
     index_option,
 )
@@ -114,11 +144,12 @@ segment_options = compose(
 truncation_option = click.option("--on-truncated", type=click.Choice(["error", "drop"]), default="error", show_default=True, help="An input whose last frame is incomplete (a crashed run): refuse, or leave that frame out (the summary names it and its bytes).")
 
 
-def input_format_option(*names, dest="input_format", subject="every input"):
-    """The option naming the input format (``--format`` for convert), overriding extensions.
+def input_format_option(*names, dest="input_format", subject="every input", also=(), note=""):
+    """The option naming the input format (``--format`` of every command), overriding extensions.
 
-    The choices are the formats of the reading stack's registry, with their extensions;
-    *subject* says which files it applies to (validate: the --against source).
+    The choices are the formats of the reading stack's registry, with their extensions, and
+    *also* (older meanings a command still accepts, explained by *note*); *subject* says
+    which files it applies to (validate: the --against source).
     """
     from ..formats import REGISTRY
 
@@ -127,9 +158,9 @@ def input_format_option(*names, dest="input_format", subject="every input"):
         for name, cls in sorted(REGISTRY.items())
     )
     return click.option(
-        *names, dest, type=click.Choice(sorted(REGISTRY), case_sensitive=False), default=None,
+        *names, dest, type=click.Choice(sorted(REGISTRY) + list(also), case_sensitive=False), default=None,
         help=f"Read {subject} as this format, whatever its extension (as MDAnalysis's format=). "
-             f"Formats and the extensions that select them: {known}. Default: from the extension.",
+             f"Formats and the extensions that select them: {known}. Default: from the extension.{note}",
     )
 
 
@@ -139,7 +170,7 @@ chunk_options = compose(
     click.option("--velocity-precision", type=click.FloatRange(min=1e-6, max=1e6), default=None, help="Store velocities lossily, in nm/ps: rounded to the power of two at most VELOCITY_PRECISION (error at most half of it), still float32 in nm ps-1 for every reader. Default: lossless."),
     click.option("--force-precision", type=click.FloatRange(min=1e-6, max=1e6), default=None, help="Store forces lossily, in kJ/(mol nm), as --velocity-precision does velocities. Default: lossless."),
     click.option("--contiguous", is_flag=True, help="Store positions without chunks (uncompressed only)."),
-    click.option("--compression", type=click.Choice(COMPRESSIONS), default="auto", show_default=True, help="Lossless HDF5 filter for per-atom data. auto: none, or zstd with a --precision (0.96x the XTC's size at 0.001 nm). Built into every HDF5: gzip (the no-plugin choice: 1.04x the XTC with --precision 0.001). Bundled with h5py (C tools need its plugin): lzf (serial only). Through hdf5plugin (readers need it: pip install hdf5plugin and 'import hdf5plugin' before h5py or MDAnalysis opens the file, or HDF5_PLUGIN_PATH for C tools and h5dump): zstd (byte shuffle + Zstandard), lz4 (bitshuffle + LZ4, fastest to read), blosc2 (bit shuffle + Zstandard). Parallel writes stay collective."),
+    click.option("--compression", type=click.Choice(COMPRESSIONS), default="auto", show_default=True, help="Lossless HDF5 filter for per-atom data. auto: none, or zstd with a --precision (0.96x the XTC's size at 0.001 nm). Built into every HDF5: gzip (the no-plugin choice: 1.04x the XTC with --precision 0.001). Bundled with h5py, read by h5py only (not by h5dump or C programs, not in hdf5plugin: avoid it for files that leave Python): lzf (serial only). Through hdf5plugin (readers need it: pip install hdf5plugin and 'import hdf5plugin' before h5py or MDAnalysis opens the file, or HDF5_PLUGIN_PATH for C tools and h5dump): zstd (byte shuffle + Zstandard), lz4 (bitshuffle + LZ4, fastest to read), blosc2 (bit shuffle + Zstandard). Parallel writes stay collective."),
     click.option("--compression-level", type=int, default=None, help="Codec level: gzip 0-9 (default 4), zstd 1-22 (3), blosc2 0-9 (5); lz4 and lzf have none."),
     click.option("--shuffle/--no-shuffle", default=None, help="HDF5 byte shuffle before the codec. Default: on for gzip, lzf and zstd; off for lz4 and blosc2, which bit-shuffle themselves."),
     click.option("--split-xyz/--no-split-xyz", default=None, help="Store x, y and z in separate chunks, (K, n_atoms, 1) instead of (K, n_atoms, 3); compressed only. Atoms near each other in the file (bonded atoms, a water molecule) share the high bytes of each coordinate, which the codec then sees side by side: integers on a --precision grid shrink (solvated AdK at 0.001 nm: 1.18x the XTC's size instead of 1.40x; AdK in vacuum, whose frames are close in time: the same size). A frame still reads as one, from three chunks of a third of the size (bench rmsd: 9-15% slower). Default: with --precision, --velocity-precision or --force-precision, on when it stores the first frames at least 5% smaller (printed with the chunks), else off."),
@@ -172,8 +203,8 @@ def given_on_command_line(ctx, names):
 
 
 run_options = compose(
-    click.option("--force", "-f", is_flag=True, help="Replace an existing output."),
-    click.option("--progress/--no-progress", default=None, help="Progress bar on rank 0. Default: on when standard error is a terminal."),
+    click.option("--force", is_flag=True, help="Replace an existing output."),
+    click.option("--progress/--no-progress", default=None, help="Progress on rank 0. Default: a live bar when the output reaches a terminal, also through mpirun; a line every 30 s under srun (its terminal cannot be seen from the ranks); nothing in logs. --progress where no terminal is seen: the lines (docs/convert.md)."),
     click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document on standard output."),
 )
 

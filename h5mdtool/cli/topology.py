@@ -2,17 +2,20 @@
 
 import click
 
-from .options import emit_json
+from ..h5md.topology import TOPOLOGY_FORMATS
+from ..parallel.errors import UsageError
+from .options import deprecation_note, emit_json
 
 
 @click.command("topology")
 @click.argument("file", metavar="FILE")
 @click.option("--output", "-o", required=True, metavar="FILE", help="Topology file to write (.pdb, .gro or .psf).")
-@click.option("--format", "fmt", type=click.Choice(["pdb", "gro", "psf"]), default=None, help="Output format. Default: from the output's extension.")
+@click.option("--output-format", "fmt", type=click.Choice(TOPOLOGY_FORMATS), default=None, help="Format written. Default: from the output's extension.")
+@click.option("--format", "old_fmt", type=click.Choice(TOPOLOGY_FORMATS), default=None, hidden=True, help="Old name of --output-format.")
 @click.option("--frame", type=int, default=0, show_default=True, help="Frame whose positions go into PDB and GRO files (0-based; negative counts from the end).")
-@click.option("--force", "-f", is_flag=True, help="Replace an existing output.")
+@click.option("--force", is_flag=True, help="Replace an existing output.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def command(file, output, fmt, frame, force, as_json):
+def command(file, output, fmt, old_fmt, frame, force, as_json):
     """Write the topology an H5MD file carries (convert --topology stores one) for other programs.
 
     The atoms are the file's own (a --select'ed file gives the selected atoms), with names,
@@ -27,6 +30,11 @@ def command(file, output, fmt, frame, force, as_json):
     """
     from ..h5md.topology import write_topology_file
 
+    if old_fmt is not None:
+        deprecation_note("topology --format", "--output-format (--format names input formats)")
+        if fmt is not None:
+            raise UsageError("--format is the old name of --output-format: give --output-format alone")
+        fmt = old_fmt
     summary = write_topology_file(file, output, format=fmt, frame=frame, force=force)
     if as_json:
         emit_json(summary)

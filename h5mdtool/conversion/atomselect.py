@@ -73,10 +73,10 @@ def resolve_atoms(n_atoms, *, topology=None, select=None, index_file=None, atom_
     ------
     UsageError
         Contradicting options: ``--atom-indices`` with ``--select`` or ``-n``; ``-n`` without
-        ``--select``; ``--select`` naming no group of the index file and no topology to read
-        it as a selection; ``--select`` without a topology.
+        ``--select``.
     InputError
-        Unreadable files, a topology whose atom count differs, a selection matching nothing.
+        ``--select`` naming no group of the index file and no topology to read it as a
+        selection; ``--select`` without a topology; unreadable files, a topology whose atom count differs, a selection matching nothing.
     """
     if atom_indices_file is not None and (select is not None or index_file is not None):
         given = "--select" if index_file is None else "-n/--index"
@@ -94,6 +94,6 @@ def resolve_atoms(n_atoms, *, topology=None, select=None, index_file=None, atom_
         return universe, indices
     names = ", ".join(f"{g.number} {g.name}" for g in read_index(index_file))
     if universe is None:
-        raise UsageError(f"{select!r} is not a group of {index_file} ({names}); give a group's name or number "
+        raise InputError(f"{select!r} is not a group of {index_file} ({names}); give a group's name or number "
                          "(or --topology to read it as an MDAnalysis selection)")
     return universe, pick_atoms(universe, select, topology, frame)

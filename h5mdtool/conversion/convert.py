@@ -17,9 +17,10 @@ import numpy as np
 
 from ..formats import check_trajectory, load_decoders, scan
 from ..formats.frametimes import check_one_selection, describe_frames, select_trajectory_frames
+from ..formats.registry import NAMED_FORMATS
 from ..h5md.chunkcodec import UnsupportedPipeline
 from ..h5md.chunkwriter import DirectChunkWriter, encoding_threads
-from ..h5md.codecs import codec
+from ..h5md.codecs import LZF_HINT, PLUGIN_HINT, codec
 from ..h5md.layout import Layout
 from ..h5md.provenance import base_record
 from ..h5md.topology import carries_topology, load_topology, write_topology
@@ -30,10 +31,10 @@ from ..parallel.mpi import (
     close_h5, discard_h5, entry_point, is_parallel, open_h5, require_parallel_h5py, root_call
 )
 from ..parallel.outputs import (
-    check_output_file, clear_stale_lock, is_write_failure, lfs_setstripe, preallocate, publish, remove_quietly,
-    system_reason, temporary_name, write_failure, write_failures_reported
+    check_output_extension, check_output_file, clear_stale_lock, is_write_failure, lfs_setstripe, preallocate, publish,
+    remove_quietly, system_reason, temporary_name, write_failure, write_failures_reported
 )
-from ..parallel.progress import progress_bar
+from ..parallel.progress import JobShare, progress_bar
 from ..parallel.testhooks import delay
 from .atomselect import first_selected_frame, resolve_atoms
 
@@ -151,9 +152,10 @@ def layout_notes(layout):
     """What readers of a file in *layout* must know: plugin filters, multi-frame compressed chunks."""
     notes = []
     if codec(layout.compression).plugin:
-        notes.append(f"compressed with {layout.compression}, an HDF5 plugin filter: Python readers need hdf5plugin "
-                     "('import hdf5plugin' before h5py or MDAnalysis opens the file), h5dump and C programs "
-                     "HDF5_PLUGIN_PATH (docs/layouts.md); --compression gzip needs no plugin")
+        notes.append(f"compressed with {layout.compression}, a filter from hdf5plugin that every reader needs: "
+                     f"{PLUGIN_HINT}; --compression gzip needs no plugin")
+    elif layout.compression == "lzf":
+        notes.append(f"compressed with lzf: {LZF_HINT}")
     if layout.filtered and not layout.contiguous and layout.chunk_frames > 1:
         notes.append(f"{layout.chunk_frames} frames per compressed chunk: block readers (bench rmsd, h5py slices) "
                      "decompress each chunk once, but MDAnalysis 2.11 decompresses a whole chunk for every frame "
@@ -179,6 +181,7 @@ def choose_split_xyz(layout, index, frames, atom_indices):
 def _check_request(inputs, output, start, stop, step, begin, end, dt, force):
     """Rank 0, before the inputs are scanned: one frame selection, an output that may be written."""
     check_one_selection(start, stop, step, begin, end, dt)
+    check_output_extension(output, "H5MD", NAMED_FORMATS, ".h5md")
     check_output_file(output, inputs, force)
 
 
@@ -245,12 +248,9 @@ def block_capacity(chunk_frames, frame_bytes, block_bytes):
     return chunks * chunk_frames
 
 
-def _frames_in_round(slices, capacity, number):
-    """Frames all ranks together write in round *number*."""
-    return sum(
-        max(0, min(stop, begin + (number + 1) * capacity) - (begin + number * capacity))
-        for begin, stop in slices
-    )
+#: A round's frames are decoded in this many reads, each moving the progress bar; not for
+#: H5MD inputs, whose reads of multi-frame compressed chunks would decompress a chunk per read.
+PROGRESS_PIECES = 8
 
 
 def _write_group(writer, number, plan, reader, comm, bar, block_bytes, row_offset=0):
@@ -273,14 +273,20 @@ def _write_group(writer, number, plan, reader, comm, bar, block_bytes, row_offse
     capacity = block_capacity(chunk, frame_bytes, block_bytes)
     rounds = max(-(-(stop - begin) // capacity) for begin, stop in slices)
     begin, stop = slices[comm.rank]
+    share = JobShare(bar, len(frames), stop - begin)
+    pieces = 1 if "H5MD" in plan.index.formats else PROGRESS_PIECES
 
     def load(round_number, block):
         """Decode and encode the frames of one round (in the prefetch thread; no MPI calls)."""
         first = begin + round_number * capacity
         last = min(stop, first + capacity)
         block.n = 0
+        share.update(max(0, min(last, n_lead) - first))  # stored rows
         if max(first, n_lead) < last:
-            reader.read(frames[max(first, n_lead) - n_lead:last - n_lead], block, fields)
+            wanted = frames[max(first, n_lead) - n_lead:last - n_lead]
+            for piece in np.array_split(wanted, min(pieces, len(wanted))):
+                reader.read(piece, block, fields, row=block.n)
+                share.update(len(piece))
         arrays = {name: encodings[name].encode(block.view(name)) for name in atom_fields}
         if "box" in fields:
             arrays["edges"] = box_encoding.encode(block.edges[: block.n])
@@ -306,7 +312,6 @@ def _write_group(writer, number, plan, reader, comm, bar, block_bytes, row_offse
                     pending = prefetch.submit(load, round_number + 1, blocks[(round_number + 1) % 2])
                 writer.write(number, row_offset + begin + round_number * capacity, arrays)
                 delay("convert-round", comm.rank)
-                bar.update(_frames_in_round(slices, capacity, round_number))
 
         # A rank waiting for the others inside a compressed collective write polls; its
         # decoding thread should have the core. Uncompressed rounds are mostly copies under
@@ -316,6 +321,7 @@ def _write_group(writer, number, plan, reader, comm, bar, block_bytes, row_offse
             call_giving_way_to_workers(write_rounds, comm)
         else:
             write_rounds()
+    share.finish()
     steps = plan.index.step[frames]
     time_values = None if plan.index.time is None else plan.index.time[frames]
     if lead is not None:

@@ -93,7 +93,7 @@ def select_by_time(times, begin=None, end=None, dt=None, dt_origin="zero"):
         span = f"{times.min():g}-{times.max():g} ps" if len(times) else "no frames"
         asked = " ".join(f"{flag} {value:g}" for flag, value in (("-b", begin), ("-e", end), ("--dt", dt))
                          if value is not None)
-        raise UsageError(f"{asked} selects none of the {len(times)} frames (times {span})")
+        raise InputError(f"{asked} selects none of the {len(times)} frames (times {span})")
     return frames
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..parallel.errors import InputError, UsageError
+from ..parallel.errors import InputError
 
 
 @dataclass
@@ -77,21 +77,21 @@ def find_group(groups, key, path="index file"):
 
     Raises
     ------
-    UsageError
+    InputError
         If *key* is a number outside the groups, or a name that several groups share.
     """
     key = str(key).strip()
     if key.isdigit():
         number = int(key)
         if number >= len(groups):
-            raise UsageError(f"{path} has groups 0-{len(groups) - 1}; there is no group {number}")
+            raise InputError(f"{path} has groups 0-{len(groups) - 1}; there is no group {number}")
         return groups[number]
     for matches in ([g for g in groups if g.name == key], [g for g in groups if g.name.lower() == key.lower()]):
         if len(matches) == 1:
             return matches[0]
         if len(matches) > 1:
             numbers = ", ".join(str(g.number) for g in matches)
-            raise UsageError(f"{path}: groups {numbers} are all named {key!r}; give the group's number")
+            raise InputError(f"{path}: groups {numbers} are all named {key!r}; give the group's number")
     return None
 
 

@@ -4,6 +4,7 @@ and choosing a format from a file name or ``--format``."""
 import importlib
 import os
 
+from ..h5md.topology import STRUCTURE_EXTENSIONS
 from ..parallel.errors import InputError, UsageError
 from .dcd import DCDFormat
 from .h5md import H5MDFormat
@@ -22,6 +23,8 @@ REGISTRY = {cls.name: cls for cls in (
 )}
 #: File extension -> format name.
 EXTENSIONS = {extension: cls.name for cls in REGISTRY.values() for extension in cls.extensions}
+#: Every extension that names a file format a user may mean instead of an H5MD output.
+NAMED_FORMATS = {**STRUCTURE_EXTENSIONS, **EXTENSIONS}
 
 
 def detect_format(path, format=None):

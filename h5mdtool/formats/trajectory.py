@@ -339,7 +339,9 @@ def select_frames(n_frames, start=None, stop=None, step=None):
     Raises
     ------
     UsageError
-        If *step* is not positive or no frame is selected.
+        If *step* is not positive.
+    InputError
+        If no frame is selected.
     """
     if step is not None and step < 1:
         raise UsageError(f"--step must be a positive number of frames, got {step}")
@@ -349,9 +351,9 @@ def select_frames(n_frames, start=None, stop=None, step=None):
                          if value is not None)
         first, end, _ = slice(start, stop, step).indices(n_frames)
         if first >= n_frames:
-            raise UsageError(f"{asked} selects no frame: the trajectory has {n_frames} frame(s)"
+            raise InputError(f"{asked} selects no frame: the trajectory has {n_frames} frame(s)"
                              + (f" (0-{n_frames - 1})" if n_frames else ""))
-        raise UsageError(f"{asked} is an empty range: it starts at frame {first} and stops before frame {end} "
+        raise InputError(f"{asked} is an empty range: it starts at frame {first} and stops before frame {end} "
                          f"(of the {n_frames} frames, 0-{n_frames - 1})")
     return frames
 
@@ -466,8 +468,8 @@ class TrajectoryReader:
         reader.check_values = self.finite
         return self._open.add(number, reader)
 
-    def read(self, frames, block, fields=None):
-        """Fill *block* with trajectory *frames* (increasing numbers); returns *block*.
+    def read(self, frames, block, fields=None, row=0):
+        """Fill *block* with trajectory *frames* (increasing numbers) from its row *row* on; returns *block*.
 
         Parameters
         ----------
@@ -476,10 +478,12 @@ class TrajectoryReader:
         fields : sequence of str, optional
             Fields to read (default: the reader's); every frame must hold each of them
             (the box excepted: frames without one get zero edges).
+        row : int
+            The block's row for the first frame (rows before it are kept: a block may be
+            filled in several reads); ``block.n`` becomes the row after the last frame.
         """
         fields = self.fields if fields is None else tuple(fields)
         segments, local = self.index.locate(frames)
-        row = 0
         for number in np.unique(segments):
             mask = segments == number
             segment = self.index.segments[int(number)]

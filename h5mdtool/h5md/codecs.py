@@ -99,6 +99,17 @@ class Codec:
             dcpl.set_filter(self.filter_id, h5py.h5z.FLAG_MANDATORY, self.options(level))
 
 
+#: How readers get hdf5plugin's filters, and what they see without them (convert's note,
+#: info, validate's LINT006; the messages are HDF5 1.10's, docs/installation.md has others').
+PLUGIN_HINT = ("Python readers (MDAnalysis included): pip install hdf5plugin, then import hdf5plugin before opening; "
+               "h5dump and other HDF5 programs: export HDF5_PLUGIN_PATH=$(python -c 'import hdf5plugin; "
+               "print(hdf5plugin.PLUGIN_PATH)'). Without it h5py and MDAnalysis fail with OSError \"Can't read data "
+               "(can't open directory: .../plugins)\" and h5dump prints an empty DATA {} with exit status 0 "
+               "(docs/installation.md)")
+#: Why lzf is a poor choice for a file that leaves Python.
+LZF_HINT = ("only h5py reads lzf (it bundles the filter; hdf5plugin has none): h5dump, C, Fortran and other HDF5 "
+            "programs cannot read the data at all; prefer zstd or gzip for files that leave Python")
+
 CODECS = {
     "none": Codec("none", outside=False, summary="no compression"),
     "gzip": Codec("gzip", 1, levels=(0, 9), default_level=4, summary="deflate (zlib), built into every HDF5"),

@@ -289,6 +289,8 @@ class Layout:
         compressed = self.compression != "none"
         if self.chunk_frames is None:
             self.chunk_frames = "auto" if compressed and not self.contiguous else 1
+            if self.chunk_frames == 1:
+                self.chunk_reason = "1 frame per chunk, the default without compression"
         if self.contiguous and compressed:
             raise UsageError("--contiguous stores data uncompressed; drop --compression or --contiguous")
         self.compression_level = chosen.check_level(self.compression_level)
@@ -340,7 +342,7 @@ class Layout:
 
         Raises
         ------
-        UsageError
+        InputError
             If an input is not an XTC with compressed coordinates, the inputs' precisions
             differ, or their grid is not a whole number of the stored integer unit.
         """
@@ -350,17 +352,17 @@ class Layout:
         for segment in index.segments:
             values = segment.details.get("precision") if segment.format == "XTC" else None
             if values is None:
-                raise UsageError(f"--precision xtc keeps an XTC's own grid, but {segment.path} is not an XTC "
+                raise InputError(f"--precision xtc keeps an XTC's own grid, but {segment.path} is not an XTC "
                                  "with compressed coordinates; give --precision in nm")
             precisions.update(np.unique(values[segment.kept_frames]).tolist())
         if len(precisions) != 1:
-            raise UsageError(f"--precision xtc: the inputs were written at several precisions "
+            raise InputError(f"--precision xtc: the inputs were written at several precisions "
                              f"({', '.join(f'{p:g}' for p in sorted(precisions))}); give --precision in nm")
         per_nm = precisions.pop()
         step = 1.0 / per_nm
         ratio = step / grid_step(step)
         if abs(ratio - round(ratio)) > 1e-6:
-            raise UsageError(f"--precision xtc: the XTC grid of 1/{per_nm:g} nm is not a whole number of "
+            raise InputError(f"--precision xtc: the XTC grid of 1/{per_nm:g} nm is not a whole number of "
                              "the integer unit h5mdtool stores; give --precision in nm")
         self.precision = step
         self.precision_source = f"xtc (precision {per_nm:g} per nm: the XTC's integers kept exactly)"
@@ -411,11 +413,11 @@ class Layout:
             else:
                 self.chunk_reason = (
                     f"auto: {frames} frames of {frame_bytes} B = {frames * frame_bytes} B per chunk, "
-                    f"the most whole frames within the {basis}"
-                )
+                    if frames > 1 else f"auto: 1 frame of {frame_bytes} B per chunk, "
+                ) + f"the most whole frames within the {basis}"
             self.chunk_frames = int(frames)
         elif self.chunk_reason is None:
-            self.chunk_reason = f"asked: {self.chunk_frames} frame(s) per chunk"
+            self.chunk_reason = f"asked: {self.chunk_frames} frame{'s' if self.chunk_frames != 1 else ''} per chunk"
         if self.split_xyz:
             self.chunk_reason += "; x, y and z in separate chunks (--split-xyz)"
         if self.contiguous:
@@ -424,11 +426,11 @@ class Layout:
         if self.stripe_size is None:
             self.alignment_reason = "no stripe size given"
         elif self.contiguous or self.filtered:
-            self.alignment_reason = "not aligned: only uncompressed chunked data are aligned to stripes"
+            self.alignment_reason = "chunks not aligned to stripes (only uncompressed chunks are)"
         elif chunk_bytes * 2 < self.stripe_size:
             self.alignment_reason = (
-                f"not aligned: chunks of {chunk_bytes} B fill less than half a {self.stripe_size} B "
-                "stripe (use --chunk-frames auto)"
+                f"chunks not aligned to stripes: chunks of {chunk_bytes} B fill less than half a "
+                f"{self.stripe_size} B stripe (use --chunk-frames auto)"
             )
         else:
             self.alignment = self.stripe_size
@@ -458,9 +460,13 @@ class Layout:
         together, apart = (self._stored_bytes(values, encoding, split) for split in (False, True))
         gain = 1 - apart / together if together else 0.0
         self.split_xyz = gain >= SPLIT_XYZ_MIN_GAIN
-        verdict = "in separate chunks" if self.split_xyz else "in one chunk"
-        self.chunk_reason += (f"; x, y and z {verdict}: apart, the first {len(sample)} frame(s) took "
-                              f"{apart / together:.2f}x the bytes ({SPLIT_XYZ_MIN_GAIN:.0%} less needed; --split-xyz)")
+        frames = "the first frame" if len(sample) == 1 else f"the first {len(sample)} frames"
+        measured = (f"{apart / together:.2f}x the bytes of one chunk for {frames} "
+                    f"({1 - SPLIT_XYZ_MIN_GAIN:.2f}x or less pays)")
+        if self.split_xyz:
+            self.chunk_reason += f"; x, y and z in separate chunks: {measured}"
+        else:
+            self.chunk_reason += f"; x, y and z in one chunk: separate chunks (--split-xyz) took {measured}"
         return self
 
     def _stored_bytes(self, values, encoding, split):

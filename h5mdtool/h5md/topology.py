@@ -167,16 +167,14 @@ def select_atoms(topology, selection, n_atoms, frame=None):
 
     Raises
     ------
-    UsageError
-        If a selection is given without a topology.
     InputError
-        If the topology cannot be read, does not match the trajectory's atom count, or the
+        If a selection is given without a topology, if the topology cannot be read, does not match the trajectory's atom count, or the
         selection is invalid or matches nothing.
     """
     if selection is None and topology is None:
         return None, None
     if topology is None:
-        raise UsageError("--select needs --topology FILE to know the atoms' names")
+        raise InputError("--select needs --topology FILE to know the atoms' names")
     universe = load_topology(topology)
     if len(universe.atoms) != n_atoms:
         raise InputError(f"{topology} has {len(universe.atoms)} atoms but the trajectory has {n_atoms}")
@@ -430,6 +428,10 @@ def universe_from_h5md(path):
 
 
 TOPOLOGY_FORMATS = ("pdb", "gro", "psf")
+#: Extensions of structure and topology files (read by MDAnalysis; PDB, GRO and PSF also written).
+STRUCTURE_EXTENSIONS = {".pdb": "PDB", ".gro": "GRO", ".psf": "PSF", ".tpr": "TPR", ".top": "TOP",
+                        ".prmtop": "PRMTOP", ".parm7": "PRMTOP", ".crd": "CRD", ".mol2": "MOL2", ".xyz": "XYZ",
+                        ".cif": "mmCIF"}
 
 
 def write_topology_file(h5md_path, output, format=None, frame=0, force=False):
@@ -440,15 +442,17 @@ def write_topology_file(h5md_path, output, format=None, frame=0, force=False):
     InputError
         If the file carries no topology.
     UsageError
-        For an unknown output format.
+        For an unknown output format, or an output name whose extension names another format.
     """
     from ..parallel.outputs import (
-        check_output_file, is_write_failure, publish, remove_quietly, temporary_name, write_failure
+        check_output_extension, check_output_file, is_write_failure, publish, remove_quietly, temporary_name,
+        write_failure
     )
 
     fmt = (format or os.path.splitext(output)[1].lstrip(".")).lower()
     if fmt not in TOPOLOGY_FORMATS:
-        raise UsageError(f"{output}: cannot tell the topology format; use --format {'|'.join(TOPOLOGY_FORMATS)}")
+        raise UsageError(f"{output}: cannot tell the topology format; use --output-format {'|'.join(TOPOLOGY_FORMATS)}")
+    check_output_extension(output, fmt.upper(), {**STRUCTURE_EXTENSIONS, ".h5md": "H5MD", ".h5": "H5MD"}, f".{fmt}")
     if not carries_topology(h5md_path):
         raise InputError(f"{h5md_path}: carries no topology (convert it with --topology to store one)")
     check_output_file(output, [h5md_path], force)

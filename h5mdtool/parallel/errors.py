@@ -23,7 +23,12 @@ class H5mdToolError(Exception):
 
 
 class UsageError(H5mdToolError):
-    """Options that contradict each other or values outside their allowed range."""
+    """A command line that is wrong whatever the files hold (exit status 2).
+
+    Options that contradict each other, values outside their allowed range. An option that
+    does not fit the input (``--nparts`` beyond its frames, a group the index file lacks)
+    is an :class:`InputError`: exit status 2 means the command line itself is wrong.
+    """
 
     exit_code = 2
 
@@ -55,9 +60,7 @@ def mark_collective(error):
 
 
 class UnreadableError(InputError):
-    """A file that cannot be read at all: missing, a directory, not HDF5, truncated (exit 2)."""
-
-    exit_code = 2
+    """A file that cannot be read at all: missing, a directory, not HDF5, truncated."""
 
 
 def locked_file_message(path):

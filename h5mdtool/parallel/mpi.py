@@ -85,6 +85,25 @@ def launched_by_mpi():
     return any(name in os.environ for name in LAUNCHER_VARIABLES)
 
 
+#: Environment variables holding this process's rank, set by MPI launchers.
+RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
+
+
+def launcher_rank():
+    """This process's rank as the MPI launcher announced it (0 when not launched by one).
+
+    Read from the environment, so ``--help`` and notes printed while parsing the command
+    line need not start MPI.
+    """
+    if not launched_by_mpi():
+        return 0
+    for name in RANK_VARIABLES:
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
 def resolve(comm=None):
     """Return the communicator to use.
 

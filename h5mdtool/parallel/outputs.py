@@ -17,7 +17,7 @@ import stat
 import sys
 import uuid
 
-from .errors import OutputError
+from .errors import OutputError, UsageError
 from .interrupts import exclusive, on_stop
 
 
@@ -56,6 +56,36 @@ def check_output_file(path, inputs=(), force=False):
     if os.path.lexists(path) and not force:
         raise OutputError(f"{path}: exists; pass --force to replace it")
     _check_writable_directory(os.path.dirname(os.path.abspath(path)))
+
+
+def check_output_extension(path, written, named_by, suggestion):
+    """Refuse an output file name whose extension names another format than the one written.
+
+    ``convert -o md.xtc`` would otherwise write an H5MD file named ``md.xtc``, which every
+    other program then misreads.
+
+    Parameters
+    ----------
+    path : str
+    written : str
+        The format written (``"H5MD"``, ``"PDB"``).
+    named_by : mapping
+        Lower-case extensions with the dot -> the format each names; extensions not listed,
+        and those naming *written*, are accepted.
+    suggestion : str
+        The extension to suggest instead (``".h5md"``).
+
+    Raises
+    ------
+    UsageError
+        If the extension names another format.
+    """
+    extension = os.path.splitext(os.fspath(path))[1].lower()
+    named = named_by.get(extension)
+    if named is not None and named != written:
+        stem = os.path.splitext(os.path.basename(os.fspath(path)))[0]
+        raise UsageError(f"{path}: {extension} names {named}, but the output is {written}; "
+                         f"name it e.g. {stem}{suggestion}")
 
 
 def _special_file_kind(path):

@@ -4,10 +4,10 @@ Rank 0 checks the output directory and the options; the ranks scan the inputs to
 (frame counts; XTC/TRR byte offsets found by all ranks, :func:`h5mdtool.formats.scan`); rank
 0 plans the parts (DCD headers too) and broadcasts the plan. Parts are balanced contiguous
 frame ranges; each rank writes a balanced contiguous run of parts (a rank may write several
-parts or none, and still takes part in every collective call). With ``--format same``
+parts or none, and still takes part in every collective call). With ``--output-format same``
 frames are never decoded: XTC and TRR parts are the source's bytes for their frames, DCD
 parts the header of the segment they come from, with the frame count and first step
-patched, followed by the source's frame records. With ``--format h5md`` each part is an
+patched, followed by the source's frame records. With ``--output-format h5md`` each part is an
 H5MD file written by its rank alone.
 
 Parts are built in a hidden directory inside the output directory (created when missing),
@@ -29,6 +29,7 @@ from ..conversion.atomselect import first_selected_frame, resolve_atoms
 from ..conversion.convert import ConvertPlan, choose_split_xyz, write_h5md_file
 from ..formats import check_trajectory, detect_format, scan
 from ..formats.frametimes import check_one_selection, describe_frames, select_trajectory_frames
+from ..formats.registry import NAMED_FORMATS
 from ..h5md.layout import Layout
 from ..h5md.provenance import base_record
 from ..h5md.topology import carries_topology, load_topology, write_topology
@@ -118,13 +119,13 @@ def read_dcd_header(path):
     if fixed_atoms:
         raise InputError(
             f"{path}: DCD with {fixed_atoms} fixed atoms: its first frame is stored differently "
-            "from the others, so it cannot be split by copying frames; use --format h5md"
+            "from the others, so it cannot be split by copying frames; use --output-format h5md"
         )
     with DCDFile(path) as dcd:
         header_size, frame_size = int(dcd._header_size), int(dcd._framesize)
         n_atoms = int(dcd.header["natoms"])
         if dcd.ndims != 3 or dcd._firstframesize != dcd._framesize:
-            raise InputError(f"{path}: DCD variant that cannot be split by copying frames; use --format h5md")
+            raise InputError(f"{path}: DCD variant that cannot be split by copying frames; use --output-format h5md")
     with open(path, "rb") as handle:
         raw = handle.read(header_size)
     return DCDHeader(path=path, order=order, raw=raw, frame_size=frame_size, n_atoms=n_atoms)
@@ -180,14 +181,14 @@ def _checked_layout(part_format, nparts, options):
         None for ``format="same"``.
     """
     if part_format not in FORMATS:
-        raise UsageError(f"--format must be one of {', '.join(FORMATS)}, got {part_format!r}")
+        raise UsageError(f"--output-format must be one of {', '.join(FORMATS)}, got {part_format!r}")
     if isinstance(nparts, bool) or not isinstance(nparts, (int, np.integer)) or nparts < 1:
         raise UsageError(f"--nparts must be a whole number >= 1, got {nparts!r}")
     given = [_option_name(name, options[name]) for name in H5MD_PART_OPTIONS if options[name] is not None]
     if part_format == "same" and given:
         raise UsageError(
             f"{', '.join(given)} {'shapes' if len(given) == 1 else 'shape'} H5MD parts only: use "
-            f"{'it' if len(given) == 1 else 'them'} with --format h5md (--format same copies the "
+            f"{'it' if len(given) == 1 else 'them'} with --output-format h5md (--output-format same copies the "
             "input's frames unchanged)"
         )
     if part_format == "h5md":
@@ -199,18 +200,28 @@ def _check_parts_hold_positions(index, frames, parts, names):
     """H5MD parts need a frame with positions each (a TRR may save velocities or forces alone).
 
     A part of such frames only would be an H5MD file no reader of positions (MDAnalysis,
-    bench rmsd) can open; XTC/TRR/DCD parts (``--format same``) copy frames as they are.
+    bench rmsd) can open; XTC/TRR/DCD parts (``--output-format same``) copy frames as they are.
     """
     present = index.fields.get("positions")
     if present is None:  # no frame of the source has positions
         raise InputError("no frame of the trajectory has positions (the source saves velocities or forces without "
-                         "them): H5MD parts need positions; use --format same")
+                         "them): H5MD parts need positions; use --output-format same")
     for name, (start, stop) in zip(names, parts):
         if not present[frames[start:stop]].any():
             raise InputError(
                 f"H5MD part {name} would hold frames {frames[start]}-{frames[stop - 1]} of the trajectory, none of "
                 f"which has positions (the source saves velocities or forces without them): use fewer parts, "
-                f"or --format same")
+                f"or --output-format same")
+
+
+def _check_directory_name(outdir):
+    """Refuse a new output directory named like a file of a format (``-o parts.xtc``, a gmx habit)."""
+    name = os.path.normpath(outdir)
+    extension = os.path.splitext(name)[1].lower()
+    if extension in NAMED_FORMATS and not os.path.isdir(name):
+        stem = os.path.splitext(os.path.basename(name))[0]
+        raise UsageError(f"{outdir}: split writes a directory of parts and {MANIFEST_NAME}, but {extension} names "
+                         f"{NAMED_FORMATS[extension]}; give a directory name, e.g. {stem}-parts/")
 
 
 def _check_request(inputs, outdir, nparts, *, part_format, input_format, force, options, selection):
@@ -223,14 +234,15 @@ def _check_request(inputs, outdir, nparts, *, part_format, input_format, force, 
     """
     check_one_selection(**selection)
     layout = _checked_layout(part_format, nparts, options)
+    _check_directory_name(outdir)
     output_existed = check_output_directory(outdir, inputs, force)
     if part_format == "same":
         formats = {detect_format(path, input_format) for path in inputs}
         if len(formats) > 1:
-            raise UsageError("--format same needs inputs of one format; use --format h5md to mix them")
+            raise InputError("--output-format same needs inputs of one format; use --output-format h5md to mix them")
         if not formats <= {"XTC", "TRR", "DCD"}:
-            raise UsageError(f"--format same copies XTC, TRR or DCD frames; for {', '.join(sorted(formats))} "
-                             "input use --format h5md")
+            raise InputError(f"--output-format same copies XTC, TRR or DCD frames; for {', '.join(sorted(formats))} "
+                             "input use --output-format h5md")
     return layout, output_existed
 
 
@@ -247,7 +259,7 @@ def _plan(comm, inputs, outdir, nparts, index, layout, output_existed, *, part_f
     frames = select_trajectory_frames(index, **selection)
     if nparts > len(frames):
         chosen = "" if len(frames) == index.n_frames else f"{len(frames)} selected of the "
-        raise UsageError(f"--nparts {nparts} is more than the {chosen}{index.n_frames} frames of the trajectory")
+        raise InputError(f"--nparts {nparts} is more than the {chosen}{index.n_frames} frames of the trajectory")
     fmt = index.formats[0] if part_format == "same" else "H5MD"
     parts = balanced_slices(len(frames), nparts)
     names = _part_names(nparts, EXTENSIONS[fmt])
@@ -346,7 +358,7 @@ def _check_dcd_part(index, headers, name, frames):
     Raises
     ------
     InputError
-        Naming the part, the segments and what differs, and suggesting ``--format h5md``.
+        Naming the part, the segments and what differs, and suggesting ``--output-format h5md``.
     """
     runs = _runs(index, frames)
     for (before, _, _), (after, _, _) in zip(runs, runs[1:]):
@@ -355,7 +367,7 @@ def _check_dcd_part(index, headers, name, frames):
         if differences:
             raise InputError(
                 f"{name} would span {a.path} and {b.path}, whose DCD headers disagree on "
-                f"{', '.join(differences)}; a DCD part has one header: use --format h5md "
+                f"{', '.join(differences)}; a DCD part has one header: use --output-format h5md "
                 "(or a part count whose boundaries fall between the segments)"
             )
     steps = index.step[frames]
@@ -366,7 +378,7 @@ def _check_dcd_part(index, headers, name, frames):
         where = f" ({a.path} to {b.path})" if a is not b else ""
         raise InputError(
             f"{name} would go from step {int(steps[at])} to {int(steps[at + 1])}{where}, where one DCD header "
-            f"(steps ISTART + k * NSAVC) implies {int(steps[at] + intervals[0])}: use --format h5md "
+            f"(steps ISTART + k * NSAVC) implies {int(steps[at] + intervals[0])}: use --output-format h5md "
             "(or a part count whose boundaries fall between the segments)"
         )
 

@@ -131,7 +131,7 @@ def test_errors(tmp_path, adk):
         bench_dihedrals(adk[1], adk[0], select="resid 1")
     with pytest.raises(InputError, match="matches no atom"):
         bench_dihedrals(adk[1], adk[0], select="resname XYZ")
-    with pytest.raises(UsageError, match="is an empty range"):
+    with pytest.raises(InputError, match="is an empty range"):
         bench_dihedrals(adk[1], adk[0], start=50, stop=10)
     with pytest.raises(UsageError, match="--engine"):
         bench_dihedrals(adk[1], adk[0], engine="turbo")

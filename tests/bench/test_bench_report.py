@@ -99,7 +99,7 @@ def test_repeats_and_reports_at_one_rank_count_are_pooled(template):
 def test_refuses_unlike_runs_naming_what_differs(template, change, what):
     other = synthetic(template, 2)
     change(other)
-    with pytest.raises(UsageError, match=f"differ in {what}"):
+    with pytest.raises(InputError, match=f"differ in {what}"):
         bench_report([synthetic(template, 1), other])
 
 
@@ -196,11 +196,11 @@ def test_layouts_side_by_side(tmp_path, layout_reports):
 def test_layouts_refuse_other_analyses_and_a_single_input(layout_reports):
     other = copy.deepcopy(layout_reports[1])
     other["analysis"]["weights"] = "mass"
-    with pytest.raises(UsageError, match="weights"):
+    with pytest.raises(InputError, match="weights"):
         bench_report([layout_reports[0], other], layouts_mode=True)
-    with pytest.raises(UsageError, match="several inputs"):
+    with pytest.raises(InputError, match="several inputs"):
         bench_report([layout_reports[0]], layouts_mode=True)
-    with pytest.raises(UsageError, match="input file content"):
+    with pytest.raises(InputError, match="input file content"):
         bench_report(layout_reports[:2])  # without --layouts: one input only
 
 

@@ -46,14 +46,14 @@ def run(args, timeout=90, **env):
 def test_fifo_given_as_the_file(fifo, command):
     """Regression: opening a FIFO blocks until a writer appears."""
     result = run([command, fifo])
-    assert result.returncode == 2 and result.stderr == f"error: {fifo}: is a FIFO, not a regular file (FILE001)\n"
+    assert result.returncode == 1 and result.stderr == f"error: {fifo}: is a FIFO, not a regular file (FILE001)\n"
 
 
 def test_fifo_given_as_a_manifest_or_part(tmp_path, fifo):
     manifest = tmp_path / "m.json"
     os.mkfifo(manifest)
     result = run(["validate", str(manifest)])
-    assert result.returncode == 2 and "is a FIFO, not a regular file" in result.stderr
+    assert result.returncode == 1 and "is a FIFO, not a regular file" in result.stderr
 
 
 def test_external_link_to_a_fifo_is_never_read(small, tmp_path, fifo):

@@ -168,9 +168,9 @@ def test_info_of_unreadable_files(tmp_path):
             info(str(path))
         line = f"error: {caught.value} (FILE001)\n"
         result = CliRunner().invoke(cli, ["info", str(path)])
-        assert result.exit_code == 2 and result.output == line
+        assert result.exit_code == 1 and result.output == line
         result = CliRunner().invoke(cli, ["info", str(path), "--json"])
-        assert result.exit_code == 2 and result.stderr == line
+        assert result.exit_code == 1 and result.stderr == line
         document = json.loads(result.stdout)
         assert document["file"] == str(path) and document["readable"] is False and document["errors"] == 1
         assert [(f["rule"], f["message"]) for f in document["findings"]] == [("FILE001", str(caught.value))]

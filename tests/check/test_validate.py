@@ -279,10 +279,10 @@ def test_garbage_files(tmp_path, solvated):
         with pytest.raises(UnreadableError):
             validate_file(str(tmp_path / name))
         result = runner.invoke(cli, ["validate", str(tmp_path / name)])
-        assert result.exit_code == 2 and "Traceback" not in result.output
+        assert result.exit_code == 1 and "Traceback" not in result.output
         assert result.output.count("\n") == 1 and result.output.startswith("error: ")
     result = runner.invoke(cli, ["validate", str(tmp_path)])
-    assert result.exit_code == 2 and "is a directory" in result.output
+    assert result.exit_code == 1 and "is a directory" in result.output
 
 
 def test_truncated_hdf5(tmp_path, good):
@@ -290,8 +290,8 @@ def test_truncated_hdf5(tmp_path, good):
     data = open(good, "rb").read()
     path.write_bytes(data[: len(data) // 3])
     result = CliRunner().invoke(cli, ["validate", str(path)])
-    assert result.exit_code == 2 and "truncated" in result.output and result.output.count("\n") == 1
-    assert CliRunner().invoke(cli, ["info", str(path)]).exit_code == 2
+    assert result.exit_code == 1 and "truncated" in result.output and result.output.count("\n") == 1
+    assert CliRunner().invoke(cli, ["info", str(path)]).exit_code == 1
 
 
 def test_damaged_object_header(tmp_path, good):
@@ -377,11 +377,11 @@ def test_exit_codes_and_json(tmp_path, good):
     assert runner.invoke(cli, ["validate", warned, "--strict"]).exit_code == 1
     (tmp_path / "junk.h5md").write_text("junk")
     result = runner.invoke(cli, ["validate", good, bad, warned, str(tmp_path / "junk.h5md"), "--json"])
-    assert result.exit_code == 2
+    assert result.exit_code == 1
     document = json.loads(result.stdout)
     assert set(document) == {"h5mdtool_version", "profile", "strict", "against", "tolerance", "files", "errors",
                              "warnings", "notes", "unreadable", "exit_code"}
-    assert document["exit_code"] == 2 and document["unreadable"] == [str(tmp_path / "junk.h5md")]
+    assert document["exit_code"] == 1 and document["unreadable"] == [str(tmp_path / "junk.h5md")]
     assert [f["file"] for f in document["files"]] == [good, bad, warned, str(tmp_path / "junk.h5md")]
     assert [f["errors"] for f in document["files"]] == [0, 1, 0, 1]
     assert document["errors"] == 2 and document["warnings"] == 1 and document["notes"] == 1  # warned's e-mail
@@ -464,10 +464,18 @@ def test_external_link_is_not_followed(tmp_path, good):
 
 
 def test_greedy_against_option():
+    """--against takes one value per use; after the files, the older several-value spelling still works."""
     assert expand_greedy(["f.h5md", "--against", "a.xtc", "b.xtc", "--json"]) == \
-        ["f.h5md", "--against", "a.xtc", "--against", "b.xtc", "--json"]
-    assert expand_greedy(["--against=a.xtc", "b.xtc"]) == ["--against=a.xtc", "--against", "b.xtc"]
-    assert expand_greedy(["x", "--", "--against"]) == ["x", "--", "--against"]
+        (["f.h5md", "--against", "a.xtc", "--against", "b.xtc", "--json"], ["b.xtc"])
+    assert expand_greedy(["f.h5md", "--against=a.xtc", "b.xtc"]) == (["f.h5md", "--against=a.xtc", "--against", "b.xtc"], ["b.xtc"])
+    assert expand_greedy(["x", "--", "--against"]) == (["x", "--", "--against"], [])
+    # before the files, --against takes one value: the next argument is a file to validate
+    assert expand_greedy(["--against", "md.xtc", "f.h5md"]) == (["--against", "md.xtc", "f.h5md"], [])
+    assert expand_greedy(["--against", "a.xtc", "--against", "b.xtc", "f.h5md", "g.h5md"]) == \
+        (["--against", "a.xtc", "--against", "b.xtc", "f.h5md", "g.h5md"], [])
+    # the values of other options are not files
+    assert expand_greedy(["--profile", "h5md", "--against", "a.xtc", "f.h5md"], value_options={"--profile"}) == \
+        (["--profile", "h5md", "--against", "a.xtc", "f.h5md"], [])
 
 
 def test_mdanalysis_read_check_detects_what_rules_miss(tmp_path, good):
@@ -563,6 +571,7 @@ def test_against_segments_and_greedy_cli(adk_segments, tmp_path):
     convert(adk_segments["whole"], path, progress=False)
     result = CliRunner().invoke(cli, ["validate", path, "--against", *adk_segments["parts"], "--json"])
     assert result.exit_code == 0, result.output
+    assert result.stderr.startswith("note: one --against for several segments") and "--against once per" in result.stderr
     document = json.loads(result.stdout)
     assert document["against"] == adk_segments["parts"]
     assert document["files"][0]["comparison"]["compared_frames"] == 98
@@ -675,7 +684,7 @@ def test_manifests(tmp_path, adk, fmt):
     assert {f["rule"] for f in findings if f["severity"] == "error"} >= {"MAN002", "AGAINST003"}
     (outdir / "broken.json").write_text("{not json")
     result = runner.invoke(cli, ["validate", str(outdir / "broken.json")])
-    assert result.exit_code == 2 and result.output.startswith("error: ")
+    assert result.exit_code == 1 and result.output.startswith("error: ")
 
 
 def test_random_corruption_never_escapes(tmp_path, adk):

@@ -342,21 +342,23 @@ def test_devices_and_pipes_are_never_replaced_by_an_output(tmp_path, adk, kind):
     machine's /dev/null); a pipe or a link to a device was replaced the same way."""
     from conftest import run_h5mdtool
 
-    node = str(tmp_path / "node.gro")
-    _special_file(kind, node)
-    before = os.lstat(node)
+    node, h5md_node = str(tmp_path / "node.gro"), str(tmp_path / "node.h5md")  # names that fit each output
+    for path in (node, h5md_node):
+        _special_file(kind, path)
+    before = {path: os.lstat(path) for path in (node, h5md_node)}
     h5md = str(tmp_path / "t.h5md")
     convert(adk[1], h5md, topology=adk[0], progress=False, stop=2)
-    commands = [["convert", adk[1], "-o", node, "--force"],
-                ["bench", "rmsd", h5md, "-t", adk[0], "--out", node, "--force"],
-                ["topology", h5md, "-o", node, "--force"]]
-    for args in commands:
+    commands = [(h5md_node, ["convert", adk[1], "-o", h5md_node, "--force"]),
+                (node, ["bench", "rmsd", h5md, "-t", adk[0], "--out", node, "--force"]),
+                (node, ["topology", h5md, "-o", node, "--force"])]
+    for path, args in commands:
         result = run_h5mdtool(args)
         assert result.returncode == 1, (args, result.stderr)
-        assert result.stderr.startswith(f"error: {node}: is a ") and "not a regular file" in result.stderr
-        after = os.lstat(node)
-        assert (after.st_mode, after.st_ino, after.st_rdev) == (before.st_mode, before.st_ino, before.st_rdev)
-    assert sorted(os.listdir(tmp_path)) == ["node.gro", "t.h5md"]
+        assert result.stderr.startswith(f"error: {path}: is a ") and "not a regular file" in result.stderr
+        after = os.lstat(path)
+        assert (after.st_mode, after.st_ino, after.st_rdev) == (before[path].st_mode, before[path].st_ino,
+                                                                before[path].st_rdev)
+    assert sorted(os.listdir(tmp_path)) == ["node.gro", "node.h5md", "t.h5md"]
 
 
 @pytest.mark.parametrize("name", ["", "out/", ".", "out/..", "out/."])
@@ -385,9 +387,14 @@ def test_output_is_input_refused(tmp_path, adk_frames):
     path = str(tmp_path / "in.xtc")
     write_xtc(path, adk_frames[:3], [0, 1, 2], [0.0, 1.0, 2.0])
     before = open(path, "rb").read()
-    with pytest.raises(OutputError, match="one of the inputs"):
-        convert(path, path, force=True, progress=False)
+    with pytest.raises(UsageError, match="in.xtc: .xtc names XTC, but the output is H5MD"):
+        convert(path, path, force=True, progress=False)  # refused by its name before anything is read
     assert open(path, "rb").read() == before
+    renamed = str(tmp_path / "in.h5md")
+    os.rename(path, renamed)
+    with pytest.raises(OutputError, match="one of the inputs"):
+        convert(renamed, renamed, force=True, progress=False, format="XTC")
+    assert open(renamed, "rb").read() == before
 
 
 @pytest.mark.parametrize(
@@ -399,15 +406,24 @@ def test_output_is_input_refused(tmp_path, adk_frames):
         ({"compression": "brotli"}, "unknown compression"),
         ({"chunk_frames": 0}, "chunk-frames"),
         ({"stripe_size": 1000}, "multiple of 64K"),
-        ({"select": "name CA"}, "--topology"),
-        ({"start": 200}, "--start 200 selects no frame: the trajectory has 98 frame"),
-        ({"start": 5, "stop": 5}, "--start 5 --stop 5 is an empty range: it starts at frame 5 and stops before frame 5"),
         ({"step": 0}, "positive"),
     ],
 )
 def test_usage_errors(tmp_path, adk, options, message):
     output = tmp_path / "out.h5md"
     with pytest.raises(UsageError, match=message):
+        convert(adk[1], str(output), progress=False, **options)
+    assert not output.exists()
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"select": "name CA"}, "--topology"),
+    ({"start": 200}, "--start 200 selects no frame: the trajectory has 98 frame"),
+    ({"start": 5, "stop": 5}, "--start 5 --stop 5 is an empty range: it starts at frame 5 and stops before frame 5"),
+])
+def test_options_that_do_not_fit_the_input_are_input_errors(tmp_path, adk, options, message):
+    output = tmp_path / "out.h5md"
+    with pytest.raises(InputError, match=message):
         convert(adk[1], str(output), progress=False, **options)
     assert not output.exists()
 

@@ -89,7 +89,7 @@ def test_a_hundred_segments_under_a_descriptor_limit_of_64(tmp_path, adk, adk_fr
     commands = [
         ["convert", *paths, "-o", output, "--no-progress"],
         ["validate", output, "--against", *paths],
-        ["split", *paths, "--nparts", "98", "-o", str(tmp_path / "parts"), "--format", "h5md", "--no-progress"],
+        ["split", *paths, "--nparts", "98", "-o", str(tmp_path / "parts"), "--output-format", "h5md", "--no-progress"],
         ["validate", str(tmp_path / "parts")],
     ]
     for engine in ("blocks", "frames"):

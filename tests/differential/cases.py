@@ -140,9 +140,10 @@ _FLAGS = {
     "compression": "--compression", "compression_level": "--compression-level", "stripe_count": "--stripe-count",
     "stripe_size": "--stripe-size", "block_bytes": "--block-size", "format": "--format", "ref_frame": "--ref-frame",
     "engine": "--engine", "block_frames": "--block-frames", "begin": "-b", "end": "-e", "dt": "--dt",
-    "input_format": "--input-format", "against_format": "--against-format", "threads": "--threads",
-    "group": "--group",
+    "against_format": "--against-format", "threads": "--threads", "group": "--group",
 }
+#: split's keywords whose options are named otherwise: --format names the input format in every command.
+SPLIT_FLAGS = {"format": "--output-format", "input_format": "--format"}
 
 
 def command_line(call, output_override=None):
@@ -159,7 +160,8 @@ def command_line(call, output_override=None):
         argv = ["validate", *args[0]]
         if kwargs.get("on_overlap"):
             argv += ["--on-overlap", kwargs.pop("on_overlap")]
-        argv += ["--against", *kwargs.pop("against")]
+        for source in kwargs.pop("against"):
+            argv += ["--against", source]
     elif function == "bench_rmsd":
         argv = ["bench", "rmsd", args[0], "--topology", args[1]]
         if kwargs.get("select") is not None:
@@ -176,6 +178,8 @@ def command_line(call, output_override=None):
         elif key in ("shuffle", "split_xyz"):
             flag = key.replace("_", "-")
             argv.append(f"--{flag}" if value else f"--no-{flag}")
+        elif function == "split" and key in SPLIT_FLAGS:
+            argv += [SPLIT_FLAGS[key], str(value)]
         elif key in _FLAGS:
             argv += [_FLAGS[key], str(value)]
     if function in ("convert", "split", "append"):

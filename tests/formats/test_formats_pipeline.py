@@ -2,7 +2,7 @@
 
 The AdK trajectory (98 frames) is written as AMBER NetCDF, TRZ and GSD; the TNG example is
 compared with a TRR holding the same frames. bench rmsd reads the new formats through the
-reading stack (``TrajectoryFrames``); split --format h5md writes H5MD parts from them.
+reading stack (``TrajectoryFrames``); split --output-format h5md writes H5MD parts from them.
 """
 
 import os

@@ -54,7 +54,7 @@ def test_convert_refuses(damaged, ranks):
 @pytest.mark.serial_only
 def test_split_h5md_refuses(damaged):
     output = str(damaged["directory"] / "parts")
-    done = run_h5mdtool(["split", damaged["bad"], "--nparts", "2", "--format", "h5md", "-o", output])
+    done = run_h5mdtool(["split", damaged["bad"], "--nparts", "2", "--output-format", "h5md", "-o", output])
     assert_refused_naming_frame(done, damaged["bad"])
     assert not os.path.exists(output)
 

@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from conftest import ROOT
 from xtc_samples import HEADER, damaged_copy, integer_box, read_with_libmdaxdr, write_sample, xtc_samples
 
@@ -43,7 +43,13 @@ def test_positions_equal_libmdaxdr_bit_for_bit(tmp_path_factory, sample):
     path = tmp_path_factory.mktemp("xtc") / "sample.xtc"
     write_sample(path, sample)
     expected = read_with_libmdaxdr(path)
-    segment, positions, integers = decode_file(path)
+    try:
+        segment, positions, integers = decode_file(path)
+    except InputError as error:
+        # libmdaxdr's writer ran past its table of sizes on this input (huge values at a fine
+        # precision): the file holds undefined values, which the decoder refuses
+        assume("one past the format's table" not in str(error))
+        raise
     assert positions.tobytes() == expected.tobytes()
     if integers is not None:
         data = path.read_bytes()

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from h5mdtool import convert
-from h5mdtool.parallel.errors import UsageError
+from h5mdtool.parallel.errors import InputError, UsageError
 from h5mdtool.h5md.layout import AUTO_CHUNK_BYTES, Layout
 from h5mdtool.h5md.writer import read_provenance
 
@@ -127,7 +127,7 @@ def test_precision_xtc_keeps_the_xtc_integers(tmp_path, solvated):
 def test_precision_xtc_refusals(tmp_path, adk, adk_frames):
     from conftest import write_xtc
 
-    with pytest.raises(UsageError, match="not an XTC"):
+    with pytest.raises(InputError, match="not an XTC"):
         convert(adk[1], str(tmp_path / "o.h5md"), precision="xtc", progress=False)
     first, second = str(tmp_path / "a.xtc"), str(tmp_path / "b.xtc")
     write_xtc(first, adk_frames[:2], [0, 1], [0.0, 1.0])
@@ -136,7 +136,7 @@ def test_precision_xtc_refusals(tmp_path, adk, adk_frames):
     with XTCFile(second, "w") as handle:
         for i in range(2, 4):
             handle.write(adk_frames[i], np.diag([5.0] * 3).astype(np.float32), i, float(i), precision=100.0)
-    with pytest.raises(UsageError, match="several precisions"):
+    with pytest.raises(InputError, match="several precisions"):
         convert([first, second], str(tmp_path / "o.h5md"), precision="xtc", progress=False)
     summary = convert(second, str(tmp_path / "p100.h5md"), precision="xtc", progress=False)
     assert summary["layout"]["precision"] == pytest.approx(0.01)

@@ -95,7 +95,7 @@ def test_topology_errors(tmp_path, adk):
         write_topology_file(plain, str(tmp_path / "t.xyz1"))
     done = run_h5mdtool(["topology", plain, "-o", str(tmp_path / "t.pdb")])
     assert done.returncode == 1 and done.stderr.startswith("error: ") and done.stderr.count("\n") == 1
-    with pytest.raises(UsageError, match="--select needs --topology"):
+    with pytest.raises(InputError, match="--select needs --topology"):
         convert(adk[1], str(tmp_path / "o.h5md"), select="name CA", progress=False)
 
 

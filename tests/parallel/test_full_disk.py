@@ -121,7 +121,7 @@ def test_parallel_convert_on_a_full_disk(full_disk, adk, adk_segments, layout, r
 def test_split_on_a_full_disk(full_disk, adk, adk_segments, part_format):
     output = os.path.join(full_disk, "parts")
     done = run_h5mdtool(["split", adk_segments["whole"], "--nparts", "2", "-o", output, "--no-progress",
-                         "--format", part_format])
+                         "--output-format", part_format])
     assert_refused(done, os.path.join(output, "part-000"), "No space left on device")
     assert entries(full_disk) == []
 

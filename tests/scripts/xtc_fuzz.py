@@ -12,7 +12,7 @@ import re
 import sys
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -43,7 +43,8 @@ def decode_all(path, segment):
 def main(directory, examples):
     path = os.path.join(directory, "fuzz.xtc")
 
-    @settings(max_examples=examples, deadline=None, database=None,
+    # derandomized: the same cases on every run, so that a test run's verdict is reproducible
+    @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
               suppress_health_check=list(HealthCheck))
     @given(sample=xtc_samples(), flips=st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.integers(1, 255),
                                                           st.integers(0, 2)), min_size=1, max_size=4))
@@ -52,6 +53,9 @@ def main(directory, examples):
         write_sample(path, sample)
         data = bytearray(open(path, "rb").read())
         segment = XTCFormat.scan(path)
+        # libmdaxdr's writer itself makes frames with undefined values now and then (a run past
+        # its table of sizes, refused by the decoder): only damage of intact files is drawn
+        assume(not isinstance(decode_all(path, segment), str))
         ranges = payloads(data, segment.offsets)
         damaged = set()
         for where, mask, frame in flips:

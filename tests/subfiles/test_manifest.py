@@ -122,12 +122,12 @@ def test_unreadable_manifest_documents(work):
     for path, why in ((deep, "nested deeper"), (fifo_directory, "is a FIFO")):
         named = str(path if path.suffix else path / "manifest.json")
         result = runner.invoke(cli, ["validate", str(path)])
-        assert result.exit_code == 2 and result.output == f"error: {named}: {result.output.split(': ', 2)[2]}"
+        assert result.exit_code == 1 and result.output == f"error: {named}: {result.output.split(': ', 2)[2]}"
         assert why in result.output and result.output.endswith("(FILE001)\n") and result.output.count("\n") == 1
         result = runner.invoke(cli, ["validate", str(path), "--json"])
-        assert result.exit_code == 2
+        assert result.exit_code == 1
         document = json.loads(result.stdout)
-        assert document["exit_code"] == 2 and document["unreadable"] == [str(path)]
+        assert document["exit_code"] == 1 and document["unreadable"] == [str(path)]
         [finding] = document["files"][0]["findings"]
         assert finding["rule"] == "FILE001" and finding["message"].startswith(named) and why in finding["message"]
     with pytest.raises(InputError, match="deep.json: not a readable JSON manifest .*nested deeper"):

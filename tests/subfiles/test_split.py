@@ -140,7 +140,7 @@ def test_manifest_contents(tmp_path, solvated):
 
 
 def test_refusals(tmp_path, solvated, adk):
-    with pytest.raises(UsageError, match="more than the 10 frames"):
+    with pytest.raises(InputError, match="more than the 10 frames"):
         split(solvated["XTC"], str(tmp_path / "a"), 11, progress=False)
     assert not (tmp_path / "a").exists()
     busy = tmp_path / "busy"
@@ -151,7 +151,7 @@ def test_refusals(tmp_path, solvated, adk):
     assert (busy / "keep.txt").read_text() == "mine"
     split(solvated["XTC"], str(busy), 2, force=True, progress=False)
     assert not (busy / "keep.txt").exists()
-    with pytest.raises(UsageError, match="one format"):
+    with pytest.raises(InputError, match="one format"):
         split([solvated["XTC"], solvated["TRR"]], str(tmp_path / "b"), 2, progress=False)
     with pytest.raises(InputError, match="atoms"):
         split([solvated["XTC"], adk[1]], str(tmp_path / "c"), 2, format="h5md", progress=False)
@@ -191,11 +191,11 @@ def test_cli(tmp_path, adk):
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["n_parts"] == 4
     result = runner.invoke(cli, ["split", adk[1], "--nparts", "400", "-o", str(tmp_path / "q")])
-    assert result.exit_code == 2 and result.output.startswith("error: --nparts 400")
+    assert result.exit_code == 1 and result.output.startswith("error: --nparts 400")
     result = runner.invoke(cli, ["split", str(tmp_path / "missing.xtc"), "--nparts", "2", "-o", str(tmp_path / "r")])
     assert result.exit_code == 1 and "no such file" in result.output and "Traceback" not in result.output
     help_text = runner.invoke(cli, ["split", "--help"]).output
-    for option in ("--nparts", "--output", "--format", "--on-overlap", "--compression", "--force", "--json"):
+    for option in ("--nparts", "--output", "--output-format", "--format", "--on-overlap", "--compression", "--force", "--json"):
         assert option in help_text
 
 
@@ -218,7 +218,7 @@ def test_h5md_part_without_positions_is_refused(tmp_path):
     with pytest.raises(InputError, match="part-0002.h5md would hold frames 1-1 .* none of which has positions"):
         split(path, str(tmp_path / "one-frame"), 6, format="h5md", progress=False)
     assert not os.path.exists(tmp_path / "one-frame")
-    done = CliRunner().invoke(cli, ["split", path, "-o", str(tmp_path / "cli"), "--nparts", "6", "--format", "h5md"])
+    done = CliRunner().invoke(cli, ["split", path, "-o", str(tmp_path / "cli"), "--nparts", "6", "--output-format", "h5md"])
     assert done.exit_code == 1 and done.output.count("error:") == 1 and "Traceback" not in done.output
     split(path, str(tmp_path / "same"), 6, progress=False)
     split(path, str(tmp_path / "pairs"), 3, format="h5md", progress=False)
@@ -243,5 +243,5 @@ def test_h5md_parts_of_a_trajectory_without_positions_are_refused(tmp_path):
         with pytest.raises(InputError, match="no frame of the trajectory has positions"):
             split(path, str(tmp_path / "parts"), 1, format="h5md", progress=False, **options)
         assert not os.path.exists(tmp_path / "parts")
-    done = CliRunner().invoke(cli, ["split", path, "-o", str(tmp_path / "cli"), "--nparts", "1", "--format", "h5md"])
+    done = CliRunner().invoke(cli, ["split", path, "-o", str(tmp_path / "cli"), "--nparts", "1", "--output-format", "h5md"])
     assert done.exit_code == 1 and done.output.count("error:") == 1 and "Traceback" not in done.output

@@ -102,7 +102,7 @@ def assert_same_frames(topology, part_path, segment_path, first_frame):
 @pytest.mark.parametrize("what", sorted(DIFFERENT))
 def test_dcd_part_spanning_segments_whose_headers_disagree_is_refused(tmp_path, adk_xyz, what):
     inputs = segments(tmp_path, adk_xyz, DIFFERENT[what])
-    with pytest.raises(InputError, match="--format h5md") as caught:
+    with pytest.raises(InputError, match="--output-format h5md") as caught:
         split(inputs, str(tmp_path / "parts"), 3, progress=False)  # part 2 holds frames 7-13
     assert what in str(caught.value) and "part-0002.dcd" in str(caught.value)
     assert sorted(os.listdir(tmp_path)) == ["a.dcd", "b.dcd"]
@@ -265,7 +265,7 @@ def test_failed_split_leaves_the_output_directory_as_it_was(tmp_path, solvated, 
 
 def test_chunk_frames_abc_is_a_usage_error(tmp_path, solvated):
     result = CliRunner().invoke(cli, ["split", solvated["XTC"], "--nparts", "2", "-o", str(tmp_path / "p"),
-                                      "--format", "h5md", "--chunk-frames", "abc"])
+                                      "--output-format", "h5md", "--chunk-frames", "abc"])
     assert result.exit_code == 2
     assert result.output.count("\n") == 1 and result.output.startswith("error: ")
     assert "--chunk-frames" in result.output and "abc" in result.output
@@ -281,7 +281,7 @@ def test_layout_options_with_format_same_are_refused(tmp_path, solvated, option)
     result = CliRunner().invoke(cli, ["split", solvated["XTC"], "--nparts", "2", "-o", str(tmp_path / "p")] + option)
     assert result.exit_code == 2, result.output
     assert result.output.count("\n") == 1 and result.output.startswith(f"error: {option[0]} ")
-    assert "--format h5md" in result.output
+    assert "--output-format h5md" in result.output
     assert not (tmp_path / "p").exists()
 
 
@@ -308,12 +308,12 @@ def test_split_error_advises_no_velocities_which_split_accepts(tmp_path, adk, tr
     runner = CliRunner()
     outdir = str(tmp_path / "parts")
     # velocities in some frames only: written with their own steps (issue 11 defect 5)
-    result = runner.invoke(cli, ["split", trr_missing_velocities, "--nparts", "2", "-o", outdir, "--format", "h5md"])
+    result = runner.invoke(cli, ["split", trr_missing_velocities, "--nparts", "2", "-o", outdir, "--output-format", "h5md"])
     assert result.exit_code == 0, result.output
     import shutil
 
     shutil.rmtree(outdir)
-    result = runner.invoke(cli, ["split", trr_missing_velocities, "--nparts", "2", "-o", outdir, "--format", "h5md",
+    result = runner.invoke(cli, ["split", trr_missing_velocities, "--nparts", "2", "-o", outdir, "--output-format", "h5md",
                                  "--no-velocities", "--json"])
     assert result.exit_code == 0, result.output
     import h5py
