@@ -141,3 +141,27 @@ def test_docs_named_by_the_package_exist():
                 if not os.path.exists(os.path.join(ROOT, name)):
                     missing.add(f"{os.path.relpath(path, ROOT)}: {name}")
     assert missing == set()
+
+
+#: What makes a user document read as a developer's diary rather than state the program.
+DIARY = [re.compile(pattern, re.IGNORECASE) for pattern in (
+    r"\bissues?\s+#?\d+", r"\bcommit\s+[0-9a-f]{7,40}\b", r"\bon\s+[0-9a-f]{7,40}\b", r"\bthis branch\b",
+    r"\bload average\s+\d", r"\bthis machine\b", r"\b20\d\d-\d\d-\d\d\b(?!T)",
+)]
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_docs_state_the_program_not_its_history(doc):
+    """No issue numbers, commit hashes, branches or dated runs on a particular machine."""
+    found = [f"{number}: {line.strip()[:100]}" for number, line in enumerate(_read(doc).splitlines(), 1)
+             if any(pattern.search(line) for pattern in DIARY) and "GROMACS issue" not in line]
+    assert found == [], f"{doc}:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("script", sorted(glob.glob(os.path.join(ROOT, "examples", "*.sh"))))
+def test_job_scripts_use_the_installers_environment(script):
+    """The Slurm examples activate the ./.venv that make install creates in the clone."""
+    with open(script, encoding="utf-8") as handle:
+        text = handle.read()
+    assert re.search(r"^source \S*/\.venv/bin/activate", text, re.MULTILINE), script
+    assert "venvs/" not in text
