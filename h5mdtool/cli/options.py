@@ -80,7 +80,7 @@ frame_options = compose(
 time_options = compose(
     click.option("-b", "begin", type=float, default=None, metavar="PS", help="First time to use, in ps (gmx trjconv -b): frames with time >= PS, compared as float32 as GROMACS does. Times are the inputs' own, of the joined trajectory (after --on-overlap). Not with --start/--stop/--step; refused for inputs that record no time. Default: from the first frame."),
     click.option("-e", "end", type=float, default=None, metavar="PS", help="Last time to use, in ps (gmx trjconv -e): frames with time <= PS. Default: to the last frame."),
-    click.option("--dt", type=click.FloatRange(min=0, min_open=True), default=None, metavar="PS", help="Only frames whose time minus the first selected frame's time is a whole multiple of PS ps (gmx trjconv -dt: 't MOD dt = first time', within 2 float32 epsilons). Default: every frame."),
+    click.option("--dt", type=click.FloatRange(min=0, min_open=True), default=None, metavar="PS", help="Only frames whose time minus the first selected frame's time is a whole multiple of PS ps (gmx trjconv -dt: 't MOD dt = first time', within 2 float32 epsilons). bench rmsd --dt counts from 0 ps instead (gmx rms). Default: every frame."),
 )
 
 
