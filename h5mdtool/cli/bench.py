@@ -150,8 +150,8 @@ def rmsd_command(inputs, topology, select, calc_select, index, weights, referenc
                  rmsd_unit, plot_path, force, as_json, progress):
     """RMSD after optimal superposition, frames split over MPI ranks, every phase timed.
 
-    INPUT is an H5MD file (read with MPI-IO on several ranks), one or several XTC/TRR/DCD
-    files (segments of one trajectory, shared by all ranks, which find XTC/TRR frame
+    INPUT is an H5MD file (read with MPI-IO on several ranks), one or several trajectory
+    files of any format convert reads (segments of one trajectory, shared by all ranks, which find XTC/TRR frame
     offsets together), or a split manifest.json or its directory (ranks read whole parts when their count divides
     the parts'). The RMSDs equal MDAnalysis's rms.RMSD(u, select=SEL, groupselections=...,
     weights=..., ref_frame=...).run(start, stop, step), and gmx rms with the same groups.
