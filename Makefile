@@ -18,10 +18,11 @@ DIFF_EXAMPLES ?= 300
 FUZZ_EXAMPLES ?= 3000
 DIFF_KNOWN ?= fail
 
-.PHONY: install demo test test-serial test-mpi test-differential fuzz bench bench-quick clean help
+.PHONY: install install-with-gromacs demo test test-serial test-mpi test-differential fuzz bench bench-quick clean help
 
 help:
 	@echo "make install   system packages (root, Debian), .venv, parallel h5py, h5mdtool"
+	@echo "               (make test and make bench add GROMACS, which they compare against)"
 	@echo "make demo      install, then convert the AdK trajectories with mpirun -n 2 and benchmark RMSD on them"
 	@echo "make test      install, then pytest serially and under mpirun -n 2 and -n 3, then the"
 	@echo "               differential harness (DIFF_EXAMPLES=$(DIFF_EXAMPLES) cases at 1, 2 and 3 ranks)"
@@ -30,6 +31,10 @@ help:
 
 install:
 	@VENV=$(VENV) tools/install.sh
+
+# make install plus GROMACS (apt, as root), which only the tests and benchmarks compare against
+install-with-gromacs:
+	@VENV=$(VENV) tools/install.sh --with-gromacs
 
 demo: install
 	@mkdir -p $(DEMO_DIR)
@@ -56,7 +61,7 @@ demo: install
 	$(MPIRUN) -n 2 $(H5MDTOOL) bench rmsd $(DEMO_DIR)/adk.h5md -t $$PSF --block-frames 16 \
 		--out $(DEMO_DIR)/rmsd-2.json --rmsd-out $(DEMO_DIR)/rmsd.xvg --force
 
-test: install test-serial test-mpi test-differential
+test: install-with-gromacs test-serial test-mpi test-differential
 
 test-serial:
 	$(PY) -m pytest -q -p no:cacheprovider --color=no --ignore=tests/differential tests
@@ -73,12 +78,10 @@ test-differential:
 fuzz: install
 	H5MDTOOL_DIFF_KNOWN=$(DIFF_KNOWN) FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m tests.differential.fuzz
 
-bench: install
-	@command -v gmx >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
-		echo "[bench] installing GROMACS (peer of split)" && apt-get install -y -qq gromacs >/dev/null; } || true
+bench: install-with-gromacs
 	$(PY) benchmarks/run.py
 
-bench-quick: install
+bench-quick: install-with-gromacs
 	@echo "[bench] quick mode: 100x inputs only. Speed targets are set on the 600x runs of make bench,"
 	@echo "[bench] where work dominates start-up; at 100x most ratios print MISS by design."
 	$(PY) benchmarks/run.py --quick

@@ -7,7 +7,9 @@
 set -euo pipefail
 
 module load openmpi hdf5/parallel          # your site's modules (docs/installation.md)
-source ~/venvs/h5mdtool/bin/activate
+# the environment `make install` made in the h5mdtool clone (Slurm runs a copy of this
+# script, so name the clone: sbatch --export=ALL,H5MDTOOL_DIR=/path/to/h5mdtool ...)
+source "${H5MDTOOL_DIR:-$HOME/h5mdtool}/.venv/bin/activate"
 
 PARTS=$SCRATCH/md-parts
 # 96 parts serve analysis jobs on 96, 48, 32, 24, ... ranks: when the rank count divides the

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Idempotent installer behind `make install`.
-#  1. system packages (Open MPI, parallel HDF5, hdf5-tools) via apt when root, else advice;
+# Idempotent installer behind `make install` (and, with --with-gromacs, `make test` and
+# `make bench`).
+#  1. system packages (Open MPI, parallel HDF5, hdf5-tools, a C compiler and the Python
+#     headers) via apt when root, else advice; with --with-gromacs also GROMACS, which only
+#     the tests (gmx rms) and the benchmarks (gmx trjconv) compare against;
 #  2. ./.venv with mpi4py (the binary wheel on Debian's Open MPI; built from source with the
 #     site's mpicc when HDF5_DIR points at a site HDF5, or with MPI4PY_FROM_SOURCE=1) and h5py
 #     built from source against parallel HDF5;
@@ -12,11 +15,20 @@
 # Every step is skipped when already done, so a second run takes seconds.
 set -euo pipefail
 
+WITH_GROMACS=0
+for argument in "$@"; do
+    case "$argument" in
+        --with-gromacs) WITH_GROMACS=1 ;;
+        *) echo "usage: tools/install.sh [--with-gromacs]" >&2; exit 2 ;;
+    esac
+done
+
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 APT_PACKAGES="openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools pkg-config gcc python3-dev"
-# GROMACS: the tests compare bench rmsd with gmx rms (skipped, with the reason, without it)
-TEST_APT_PACKAGES="gromacs"
+# GROMACS (--with-gromacs): the tests compare bench rmsd with gmx rms (skipped, with the
+# reason, without it), the benchmarks split against gmx trjconv
+GROMACS_APT_PACKAGES="gromacs"
 
 say() { printf '[install] %s\n' "$*"; }
 
@@ -116,20 +128,22 @@ python_environment() {
     say "ready: $("$VENV/bin/python" -c 'import h5py, mpi4py, MDAnalysis; print("h5py", h5py.version.version, "HDF5", h5py.version.hdf5_version, "mpi4py", mpi4py.__version__, "MDAnalysis", MDAnalysis.__version__)')"
 }
 
-test_packages() {
+gromacs_package() {
     if command -v gmx >/dev/null 2>&1; then
-        say "GROMACS found (gmx rms, compared against in the tests)"
+        say "GROMACS found (gmx, compared against in the tests and benchmarks)"
         return
     fi
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        say "installing $TEST_APT_PACKAGES (gmx rms, compared against in the tests)"
+        say "installing $GROMACS_APT_PACKAGES (gmx, compared against in the tests and benchmarks)"
         export DEBIAN_FRONTEND=noninteractive
-        apt-get install -y -qq $TEST_APT_PACKAGES >/dev/null || { apt-get update -qq && apt-get install -y -qq $TEST_APT_PACKAGES >/dev/null; }
+        apt-get install -y -qq $GROMACS_APT_PACKAGES >/dev/null || { apt-get update -qq && apt-get install -y -qq $GROMACS_APT_PACKAGES >/dev/null; }
         return
     fi
-    say "gmx not found: the tests comparing bench rmsd with gmx rms will be skipped (apt-get install $TEST_APT_PACKAGES)"
+    say "gmx not found: the tests and benchmarks comparing with GROMACS will skip it (apt-get install $GROMACS_APT_PACKAGES)"
 }
 
 system_packages
-test_packages
+if [ "$WITH_GROMACS" = 1 ]; then
+    gromacs_package
+fi
 python_environment

@@ -7,6 +7,7 @@ titles naming the input, engine, selection and baseline.
 
 import math
 import os
+import textwrap
 
 from ..parallel.errors import StackError, UsageError
 from .timing import PHASES, WORK_PHASES, work  # noqa: F401 - PHASES is part of this module's interface
@@ -59,6 +60,31 @@ def rmsd_title(report):
             f"{len(report['runs'])} run(s)")
 
 
+#: Characters of a "medium" (10 pt) title per inch of figure width, with a margin.
+TITLE_CHARS_PER_INCH = 14
+
+
+def _title(figure, text):
+    """Put *text* above the plots, left-aligned and wrapped to the figure's width, so that no
+    line runs past its edges (tight_layout leaves room for it)."""
+    width = max(40, int(figure.get_figwidth() * TITLE_CHARS_PER_INCH))
+    lines = [wrapped for line in text.split("\n") for wrapped in textwrap.wrap(line, width) or [""]]
+    figure.suptitle("\n".join(lines), x=0.01, ha="left", fontsize="medium")
+
+
+def _plain_log_axis(axes):
+    """Label a log y axis with plain numbers (0.5, 1, 2...), never 6x10^-1: every 1-9 step
+    within one decade, 1-2-5 steps over up to three decades, powers of ten beyond."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    low, high = axes.get_ylim()
+    decades = math.log10(high / low) if low > 0 and high > low else 1.0
+    subs = tuple(range(1, 10)) if decades < 1 else (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
+    axes.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
+    axes.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axes.yaxis.set_minor_formatter(NullFormatter())
+
+
 def _rank_ticks(axes, ranks):
     every = max(1, math.ceil(len(ranks) / 24))
     ticks = ranks[::every]
@@ -73,13 +99,14 @@ def plot_ranks(run, path, title, fmt=None):
     Each rank's own phases (topology, trajectory opening, I/O, compute) are stacked in
     colour; its waiting for other ranks and its communication sit on top in greys. Dashed
     lines mark the straggler limits on work (the rank's own I/O + compute: 1.5x the median,
-    2x the fastest); stragglers' work is outlined in red and named below the plot.
+    2x the fastest); stragglers' work is outlined in red and named below the plot. With *path* None the figure is
+    returned instead of written.
     """
     plt = _pyplot()
     ranks_records = run["ranks"]
     ranks = [r["rank"] for r in ranks_records]
     width = min(18.0, max(7.5, 0.11 * len(ranks) + 6.0))
-    figure, axes = plt.subplots(figsize=(width, 4.8))
+    figure, axes = plt.subplots(figsize=(width, 5.2))
     bottom = [0.0] * len(ranks)
     bar_width = 0.8 if len(ranks) < 48 else 0.95
     for phase in PHASES:
@@ -90,19 +117,19 @@ def plot_ranks(run, path, title, fmt=None):
         bottom = [b + v for b, v in zip(bottom, values)]
     stragglers = run["stragglers"]
     median, fastest = stragglers["median_work"], stragglers["fastest_work"]
-    axes.axhline(stragglers.get("rule_median", 1.5) * median, color="black", linestyle="--", linewidth=1,
-                 label=f"{stragglers.get('rule_median', 1.5)} x median work")
-    axes.axhline(stragglers.get("rule_fastest", 2.0) * fastest, color="black", linestyle=":", linewidth=1,
-                 label=f"{stragglers.get('rule_fastest', 2.0)} x fastest work")
+    for rule, value, style, what in (("rule_median", median, "--", "median"), ("rule_fastest", fastest, ":", "fastest")):
+        factor = stragglers.get(rule, 1.5 if what == "median" else 2.0)
+        if value and value > 0:  # a limit is drawn (and listed) only where there is one
+            axes.axhline(factor * value, color="black", linestyle=style, linewidth=1, label=f"{factor} x {what} work")
     slow = {entry["rank"]: entry for entry in stragglers["ranks"]}
     for record in ranks_records:
         if record["rank"] in slow:
-            axes.bar([record["rank"]], [work(record)], width=bar_width, fill=False, edgecolor="red", linewidth=1.5)
-    axes.plot([], [], color="red", linewidth=1.5, label="straggler (work)")
+            axes.bar([record["rank"]], [work(record)], width=bar_width, fill=False, edgecolor="red", linewidth=1.5,
+                     label="straggler (work)" if record["rank"] == min(slow) else None)
     _rank_ticks(axes, ranks)
     axes.set_xlabel("MPI rank")
     axes.set_ylabel("time (s)")
-    axes.set_title(title, fontsize="medium")
+    _title(figure, title)
     axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
     if slow:
         text = "; ".join(f"rank {e['rank']}: {e['times_median']:.1f}x median, +{e['phase_excess']:.2f} s "
@@ -113,8 +140,16 @@ def plot_ranks(run, path, title, fmt=None):
     else:
         figure.text(0.01, 0.01, "no stragglers", fontsize="small")
     figure.tight_layout(rect=(0, 0.04, 1, 1))
+    return _save(plt, figure, path, fmt)
+
+
+def _save(plt, figure, path, fmt):
+    """Write *figure* to *path* (or hand it back when *path* is None, for inspection)."""
+    if path is None:
+        return figure
     figure.savefig(path, dpi=120, format=fmt)
     plt.close(figure)
+    return None
 
 
 def _log2_ranks(axes, ranks):
@@ -141,51 +176,73 @@ def _baseline_text(baseline):
     return f"baseline ASSUMED: no 1-rank run, {baseline['n_ranks']} ranks taken as perfectly scaled"
 
 
-def plot_scaling(result, path, fmt=None):
-    """Speed-up and efficiency, and each phase's mean time, against ranks (log2 axes).
+def _speedup_ticks(axes, ranks, speedups):
+    """Powers of two on the speed-up axis from below the smallest S(N) to the largest N, labelled
+    plainly (0.25, 0.5, 1, 2...), so that speed-ups below 1 are read as easily as the others."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-    *result* is :func:`h5mdtool.bench.report.bench_report`'s scaling result.
+    values = [value for value in list(speedups) + list(ranks) if value and value > 0]
+    low, high = math.floor(math.log2(min(values))), math.ceil(math.log2(max(values)))
+    step = max(1, math.ceil((high - low + 1) / 10))
+    ticks = [2.0 ** k for k in range(low, high + 1, step)]
+    axes.set_yscale("log", base=2)
+    axes.yaxis.set_major_locator(FixedLocator(ticks))
+    axes.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axes.yaxis.set_minor_locator(NullLocator())
+    axes.set_ylim(2.0 ** low / 1.2, 2.0 ** high * 1.2)
+
+
+def plot_scaling(result, path, fmt=None):
+    """Speed-up, efficiency, and each phase's mean time, against ranks (log2 axes), in three
+    panels (each with one scale).
+
+    *result* is :func:`h5mdtool.bench.report.bench_report`'s scaling result. With *path*
+    None the figure is returned instead of written.
     """
     plt = _pyplot()
     rows, baseline = result["rows"], result["baseline"]
     ranks = [row["n_ranks"] for row in rows]
-    figure, (left, right) = plt.subplots(1, 2, figsize=(13, 5.2))
+    figure, (speed, efficiency, right) = plt.subplots(1, 3, figsize=(17, 5.6))
     style = "-" if baseline["measured"] else "--"
-    left.plot(ranks, [row["speedup"] for row in rows], "o" + style, color="tab:blue", label="speed-up S(N)")
-    left.plot(ranks, ranks, "k:", linewidth=1, label="ideal S(N) = N")
-    left.set_yscale("log", base=2)
-    left.set_yticks(ranks)
-    left.set_yticklabels([str(n) for n in ranks], fontsize="small")
-    _log2_ranks(left, ranks)
-    left.set_ylabel("speed-up S(N)")
-    twin = left.twinx()
-    twin.plot(ranks, [row["efficiency"] for row in rows], "s" + style, color="tab:red", label="efficiency E(N)")
-    twin.set_ylabel("efficiency E(N) = S(N) / N")
-    twin.set_ylim(0, 1.15)
-    lines = left.get_lines() + twin.get_lines()
-    left.legend(lines, [line.get_label() for line in lines], loc="upper center", bbox_to_anchor=(0.5, -0.13),
-                ncol=3, fontsize="small", frameon=False)
-    left.set_title(_baseline_text(baseline), fontsize="small", color="black" if baseline["measured"] else "tab:red")
+    assumed = "" if baseline["measured"] else " (assumed baseline)"
+    speedups = [row["speedup"] for row in rows]
+    speed.plot(ranks, speedups, "o" + style, color="tab:blue", label="speed-up S(N)" + assumed)
+    speed.plot(ranks, ranks, "k:", linewidth=1, label="ideal S(N) = N")
+    _log2_ranks(speed, ranks)
+    _speedup_ticks(speed, ranks, speedups)
+    speed.set_ylabel("speed-up S(N) = t(1) / t(N)")
+    speed.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize="small", frameon=False)
+    speed.set_title(_baseline_text(baseline), fontsize="small", color="black" if baseline["measured"] else "tab:red")
+    efficiency.plot(ranks, [row["efficiency"] for row in rows], "s" + style, color="tab:red",
+                    label="efficiency E(N)" + assumed)
+    efficiency.axhline(1.0, color="black", linestyle=":", linewidth=1, label="ideal E(N) = 1")
+    _log2_ranks(efficiency, ranks)
+    efficiency.set_ylim(0, max(1.15, max(row["efficiency"] for row in rows) * 1.1))
+    efficiency.set_ylabel("efficiency E(N) = S(N) / N")
+    efficiency.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize="small", frameon=False)
+    efficiency.set_title("parallel efficiency", fontsize="small")
     for phase in PHASES:  # a phase that took no time has no place on a log axis: left out there
         right.plot(ranks, [row[phase] if row[phase] > 0 else float("nan") for row in rows], "o-",
                    color=COLOURS[phase] if phase != "t_wait" else "#969696", label=LABELS[phase])
     right.plot(ranks, [row["t_total"] for row in rows], "k-", linewidth=2, label="total (slowest rank)")
     slow = [row for row in rows if row.get("stragglers")]
-    right.plot([row["n_ranks"] for row in slow], [row["t_total"] for row in slow], "o", markersize=11,
-               markerfacecolor="none", markeredgecolor="red", markeredgewidth=1.5, label="run with stragglers")
+    if slow:
+        right.plot([row["n_ranks"] for row in slow], [row["t_total"] for row in slow], "o", markersize=11,
+                   markerfacecolor="none", markeredgecolor="red", markeredgewidth=1.5, label="run with stragglers")
     _log2_ranks(right, ranks)
     right.set_yscale("log")
+    _plain_log_axis(right)
     right.set_ylabel("time (s), mean over ranks")
-    right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=4, fontsize="small", frameon=False)
+    right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=3, fontsize="small", frameon=False)
     right.set_title("phases (log scale)", fontsize="small")
-    figure.suptitle(_scaling_title(result, "bench rmsd scaling"), fontsize="medium")
-    figure.tight_layout()
-    figure.savefig(path, dpi=120, format=fmt)
-    plt.close(figure)
+    _title(figure, _scaling_title(result, "bench rmsd scaling"))
+    figure.tight_layout(rect=(0, 0, 1, 1))
+    return _save(plt, figure, path, fmt)
 
 
 def plot_layouts(result, path, fmt=None):
-    """Each input's total and I/O time against ranks (log2 axes), side by side."""
+    """Each input's total and I/O time against ranks (log2 axes), side by side (with *path*
+    None the figure is returned instead of written)."""
     plt = _pyplot()
     figure, (left, right) = plt.subplots(1, 2, figsize=(13, 5.2))
     all_ranks = [row["n_ranks"] for row in result["rows"]]
@@ -198,15 +255,16 @@ def plot_layouts(result, path, fmt=None):
     for axes, what in ((left, "total time (s), slowest rank"), (right, "I/O time (s), mean over ranks")):
         _log2_ranks(axes, all_ranks)
         axes.set_yscale("log")
+        _plain_log_axis(axes)
         axes.set_ylabel(what)
     handles, labels = left.get_legend_handles_labels()
     rows = math.ceil(len(labels) / 3)
     figure.legend(handles, labels, loc="lower center", ncol=min(3, len(labels)), fontsize="small", frameon=False)
     context = result["context"]
-    figure.suptitle(f"bench rmsd layouts: {len(result['inputs'])} inputs, engine {context['engine']}, fit "
-                    f"{context['select']!r} ({context['n_selected']} atoms), weights {context['weights']}, "
-                    f"{context['n_frames']} frames, load {context['compute_load']} (dashed: no 1-rank run)",
-                    fontsize="medium")
+    dashed = any(not column["baseline"]["measured"] for column in result["inputs"])
+    _title(figure, f"bench rmsd layouts: {len(result['inputs'])} inputs, engine {context['engine']}, fit "
+                         f"{context['select']!r} ({context['n_selected']} atoms), weights {context['weights']}, "
+                         f"{context['n_frames']} frames, load {context['compute_load']}"
+                         + (" (dashed: no 1-rank run)" if dashed else ""))
     figure.tight_layout(rect=(0, 0.04 + 0.04 * rows, 1, 1))
-    figure.savefig(path, dpi=120, format=fmt)
-    plt.close(figure)
+    return _save(plt, figure, path, fmt)

@@ -141,7 +141,7 @@ input_and_frames_options = compose(
     click.option("--step", type=click.IntRange(min=1), default=None, help="Analyse every STEP-th frame. Default: 1."),
     click.option("-b", "begin", type=float, default=None, metavar="PS", help="First time analysed, in ps (gmx -b): frames with time >= B. Not with --start/--stop/--step."),
     click.option("-e", "end", type=float, default=None, metavar="PS", help="Last time analysed, in ps (gmx -e): frames with time <= E."),
-    click.option("--dt", type=click.FloatRange(min=0, min_open=True), default=None, metavar="PS", help="Only frames whose time is a whole multiple of DT ps (gmx -dt)."),
+    click.option("--dt", type=click.FloatRange(min=0, min_open=True), default=None, metavar="PS", help="Only frames whose time is a whole multiple of DT ps, counted from 0 ps (gmx rms -dt on TRR files). convert and split --dt count from the first frame kept instead (gmx trjconv)."),
 )
 
 
@@ -172,8 +172,8 @@ def rmsd_command(inputs, topology, select, calc_select, index, weights, referenc
                  rmsd_unit, plot_path, force, as_json, progress):
     """RMSD after optimal superposition, frames split over MPI ranks, every phase timed.
 
-    INPUT is an H5MD file (read with MPI-IO on several ranks), one or several XTC/TRR/DCD
-    files (segments of one trajectory, shared by all ranks, which find XTC/TRR frame
+    INPUT is an H5MD file (read with MPI-IO on several ranks), one or several trajectory
+    files of any format convert reads (segments of one trajectory, shared by all ranks, which find XTC/TRR frame
     offsets together), or a split manifest.json or its directory (ranks read whole parts when their count divides
     the parts'). The RMSDs equal MDAnalysis's rms.RMSD(u, select=SEL, groupselections=...,
     weights=..., ref_frame=...).run(start, stop, step), and gmx rms with the same groups.

@@ -36,7 +36,8 @@ def command(inputs, output, append_to, topology, select, atom_indices_file, inde
     """Convert MD trajectories into one H5MD 1.1 file.
 
     Inputs: GROMACS XTC, TRR and TNG; CHARMM/NAMD DCD (LAMMPS DCD with --format LAMMPS);
-    AMBER NetCDF; TRZ, GSD and LAMMPS dump (through MDAnalysis's readers); H5MD.
+    AMBER NetCDF; TRZ, GSD and LAMMPS dump (through MDAnalysis's readers); H5MD. Not read:
+    multi-model GRO and PDB, XYZ, AMBER ASCII trajectories (write them as XTC or DCD first).
     Several INPUT files are segments of one trajectory, concatenated in order (as
     'gmx mdrun -noappend' leaves them). An H5MD input is rewritten with the new layout
     (relayout) and everything else in it is carried over. Positions are stored as float32

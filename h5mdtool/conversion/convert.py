@@ -439,7 +439,7 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
             force_precision=None, stripe_count=None, stripe_size=None, force=False, progress=None,
             block_bytes=None, threads=None,
             author=None, command=None):
-    """Convert XTC, TRR, DCD or H5MD trajectory segments into one H5MD 1.1 file.
+    """Convert trajectory segments (any format of :mod:`h5mdtool.formats`, H5MD included) into one H5MD 1.1 file.
 
     What is guaranteed: XTC and TRR positions, velocities and forces are stored bit for bit
     as decoded (float32 nm, or float64 for double-precision TRR); DCD positions within half a

@@ -25,6 +25,9 @@ REGISTRY = {cls.name: cls for cls in (
 EXTENSIONS = {extension: cls.name for cls in REGISTRY.values() for extension in cls.extensions}
 #: Every extension that names a file format a user may mean instead of an H5MD output.
 NAMED_FORMATS = {**STRUCTURE_EXTENSIONS, **EXTENSIONS}
+#: Extensions of coordinate formats users may expect to be read, which h5mdtool does not read.
+NOT_READ = {".gro": "GRO", ".pdb": "PDB", ".ent": "PDB", ".xyz": "XYZ", ".mdcrd": "AMBER ASCII trajectory",
+            ".crd": "AMBER ASCII trajectory or CHARMM coordinate"}
 
 
 def detect_format(path, format=None):
@@ -47,6 +50,12 @@ def detect_format(path, format=None):
         return EXTENSIONS[extension]
     except KeyError:
         known = ", ".join(sorted(EXTENSIONS))
+        if extension in NOT_READ:
+            raise InputError(
+                f"{path}: h5mdtool does not read {NOT_READ[extension]} files; write the trajectory as XTC or DCD "
+                "first (MDAnalysis: u.atoms.write('md.xtc', frames='all'); GROMACS: gmx trjconv -o md.xtc); "
+                f"h5mdtool reads {known}"
+            ) from None
         raise InputError(
             f"{path}: unknown trajectory extension {extension or '(none)'!r}; h5mdtool reads {known} "
             "(or name the format with --format)"

@@ -10,7 +10,7 @@ saved at other steps than the positions (``nstvout != nstxout``).
 
 The scan walks every header (one ``pread`` each) and checks its sizes against the atom
 count and the file before anything is read; MDAnalysis's ``libmdaxdr`` can crash on a
-damaged TRR header (DESIGN.md section 8), so it is not used at all: frames are uncompressed
+damaged TRR header (it trusts the sizes the header declares), so it is not used at all: frames are uncompressed
 and numpy reads them directly.
 """
 

@@ -7,7 +7,7 @@ filters, read back by any HDF5 reader) in a pool of threads while the next block
 is being decoded, and stores them with HDF5's direct chunk write (``H5Dwrite_chunk``). It
 is opt-in: on the 2-core machine measured, HDF5's filters were faster (docs/performance.md).
 Under MPI the ranks keep writing filtered datasets collectively
-through parallel HDF5 (DESIGN.md section 4): direct chunk writes by several ranks into one
+through parallel HDF5 (filtered datasets are written collectively): direct chunk writes by several ranks into one
 file opened with MPI-IO hang in the collective close (HDF5 1.10.8; docs/performance.md).
 """
 

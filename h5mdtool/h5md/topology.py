@@ -1,21 +1,23 @@
 """Topologies: reading them (files, or an H5MD file that carries its own), picking atoms, and
 writing one into an H5MD file so that the file is self-contained.
 
-What h5mdtool writes with ``--topology`` (H5MD 1.1 particle elements and the VMD structure
-module that VMD's H5MD plugin reads):
+What h5mdtool writes with ``--topology`` (H5MD 1.1 particle elements, and the structure
+parameters of VMD's H5MD plugin, VMD-h5mdplugin, as its "Documentation VMD parameters" and
+reader lay them out; docs/convert.md, "The stored topology", lists what was checked):
 
 ``/particles/trajectory``
     ``species`` (int32 per atom: index of the atom's (name, type) kind), ``mass`` and
-    ``charge`` (per atom, when the topology has them), ``id`` (int64 per atom: the atom's
-    index in the source system, so a ``--select``ed file says which atoms it kept).
+    ``charge`` (per atom, when the topology has them; the plugin reads them here), ``id``
+    (int64 per atom: the atom's index in the source system, so a ``--select``ed file says
+    which atoms it kept).
 ``/connectivity/bonds``
     (n, 2) int64 bonds between atoms of the file (0-based), renumbered for a selection.
 ``/parameters/vmd_structure``
     ``indexOfSpecies``, ``name`` and ``type`` per species; ``resid`` per atom (the residue's
     index: the plugin looks ``resname`` and ``chain`` up by it), ``resname`` and ``chain`` per
-    residue, ``segid`` per segment with ``num_segid`` per atom, ``charge`` and ``mass`` per
-    atom/species, ``bond_from``/``bond_to`` (1-based, as VMD's molfile API counts), and
-    ``resnum`` (the topology's own residue numbers, for h5mdtool to read back).
+    residue, ``segid`` per atom, ``bond_from``/``bond_to`` (1-based, as VMD's molfile API
+    counts); for h5mdtool to read back, also ``num_segid`` (each atom's segment index) and
+    ``resnum`` (the topology's own residue numbers).
 
 :func:`load_topology` reads such a file back into an MDAnalysis Universe (names, types,
 residues, segments, masses, charges, bonds), so ``bench rmsd`` and ``validate`` need no
@@ -305,14 +307,10 @@ def write_topology(path, universe, atom_indices=None, topology_path=None):
         vmd["resid"] = record["resindex"]
         vmd["resnum"] = record["resnums"]
         vmd["resname"] = _strings(record["resnames"])
-        vmd["segid"] = _strings(record["segids"])
+        vmd["segid"] = _strings(record["segids"][record["segindex"]])  # per atom, as the plugin reads it
         vmd["num_segid"] = record["segindex"]
         if "chains" in record:
             vmd["chain"] = _strings(record["chains"])
-        if "charges" in record:
-            vmd["charge"] = record["charges"].astype(np.float32)
-        if "masses" in record:
-            vmd["mass"] = record["masses"].astype(np.float32)
         vmd.attrs["source"] = printable(str(topology_path or ""))
         bonds = record.get("bonds")
         if bonds is not None:
@@ -365,10 +363,9 @@ def read_stored_topology(path, handle=None):
                 "resindex": vmd["resid"][()],
                 "resnames": resnames,
                 "resnums": vmd["resnum"][()] if "resnum" in vmd else np.arange(1, len(resnames) + 1),
-                "segids": vmd["segid"][()].astype(str),
-                "segindex": vmd["num_segid"][()],
                 "source": printable(str(vmd.attrs.get("source", ""))) or None,
             }
+            record["segids"], record["segindex"] = _segments(vmd, len(species))
             for key, name in (("masses", "mass"), ("charges", "charge"), ("source_ids", "id")):
                 if name in group:
                     record[key] = group[name][()]
@@ -383,6 +380,24 @@ def read_stored_topology(path, handle=None):
         raise InputError(f"{path}: its topology gives {n_atoms} atoms' species but {len(record['resindex'])} "
                          "atoms' residues")
     return record
+
+
+def _segments(vmd, n_atoms):
+    """(segid per segment, segment index per atom) of a structure module.
+
+    ``segid`` is per atom, as VMD's plugin reads it (h5mdtool wrote it per segment, indexed
+    by ``num_segid``, before); without ``num_segid`` (a file of another writer) each run of
+    equal segids is a segment.
+    """
+    segid = vmd["segid"][()].astype(str) if "segid" in vmd else np.array(["SYSTEM"] * n_atoms)
+    if "num_segid" in vmd:
+        segindex = np.asarray(vmd["num_segid"][()], np.int64)
+        if len(segid) != n_atoms or len(segindex) != n_atoms:
+            return segid, segindex  # per segment (older files); checked by the caller
+        first = np.unique(segindex, return_index=True)[1]
+        return segid[first], segindex
+    new_segment = np.r_[True, segid[1:] != segid[:-1]][:len(segid)]
+    return segid[new_segment], np.cumsum(new_segment) - 1
 
 
 def residue_segments(record):

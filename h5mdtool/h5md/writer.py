@@ -1,4 +1,4 @@
-"""Writing the H5MD 1.1 layout of DESIGN.md section 3, collectively under MPI.
+"""Writing the H5MD 1.1 layout of docs/convert.md ("The file written"), collectively under MPI.
 
 Every rank calls the same functions with the same arguments in the same order (creation
 and attribute writes are collective in parallel HDF5); only :meth:`TrajectoryWriter.write`

@@ -61,7 +61,7 @@ def test_zeroed_file_fails_validate(tmp_path, good):
 
 
 def test_single_chunk_bug_file_fails_validate(tmp_path, open_box):
-    """The HDF5 1.10.8 trap of DESIGN.md (one chunk, no chunk cache, fill time never) reads as zeros."""
+    """HDF5 1.10.8's trap (a dataset in one chunk written with no chunk cache and fill time never) reads as zeros."""
     with h5py.File(open_box, "r") as f:
         data = f[POSITION][:]
         attributes = dict(f[POSITION].attrs)

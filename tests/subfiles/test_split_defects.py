@@ -553,8 +553,8 @@ def test_split_of_crashed_segment_followed_by_a_restart_segment(tmp_path, solvat
 @pytest.mark.parametrize("nparts,chunk_frames", [(10, None), (2, 8)])
 def test_h5md_part_held_in_one_chunk_keeps_its_frames(tmp_path, solvated, nparts, chunk_frames):
     """HDF5 1.10.8 loses a serial write of a dataset held in a single chunk with the chunk
-    cache off and fill time 'never' (DESIGN.md, section 8): one-frame parts, or parts no
-    longer than --chunk-frames, read back as zeros on this branch."""
+    cache off and fill time 'never': one-frame parts, or parts no longer than --chunk-frames,
+    would read back as zeros."""
     outdir = str(tmp_path / "parts")
     split(solvated["TRR"], outdir, nparts, format="h5md", chunk_frames=chunk_frames, progress=False)
     whole = mda.Universe(solvated["topology"], solvated["TRR"])
