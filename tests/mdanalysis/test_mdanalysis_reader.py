@@ -194,6 +194,39 @@ def test_slices_fancy_indexing_and_random_access(adk, adk_layouts, layout):
     theirs.trajectory.close()
 
 
+@pytest.mark.parametrize("cache_rows", [0, 1, 3])
+@pytest.mark.parametrize("layout", ["gzip-2-frame-chunks", "zstd-auto-chunks", "precision-split-xyz", "plain"])
+def test_random_access_cache_within_its_budget(adk, adk_layouts, monkeypatch, layout, cache_rows):
+    """Chunk rows read for random access stay decoded up to cache_bytes (the least recently
+    used dropped first): a frame of a cached row is served without decoding, every frame
+    equals MDAnalysis's H5MDReader's (lossless layouts; --precision: the frame read by a
+    reader without cache), and the cache never holds more than its budget."""
+    from h5mdtool.h5md.chunkcodec import FilterPipeline
+
+    path = adk_layouts[layout]
+    alone = _quiet_universe(adk[0], path) if layout in LOSSLESS else h5mda.Universe(path, topology=adk[0], cache_bytes=0)
+    reader = alone.trajectory
+    probe = H5MDToolReader(path)
+    row_bytes = probe._chunk_frames * 3341 * 3 * 4
+    probe.close()
+    ours = h5mda.Universe(path, topology=adk[0], cache_bytes=cache_rows * row_bytes)
+    decoded = []
+    original = FilterPipeline.decode
+    monkeypatch.setattr(FilterPipeline, "decode", lambda self, *a, **k: decoded.append(1) or original(self, *a, **k))
+    frames = [int(f) for f in np.random.default_rng(4).integers(0, 98, 80)] + [40, 41, 40, 3, 40]
+    for frame in frames:
+        decoded.clear()
+        cached = ours.trajectory._cache.get(frame - frame % ours.trajectory._chunk_frames)
+        ts = ours.trajectory[frame]
+        if cached is not None and layout != "plain":
+            assert not decoded, frame
+        assert ours.trajectory._cached_bytes <= max(cache_rows * row_bytes, row_bytes)
+        assert len(ours.trajectory._cache) <= max(cache_rows, 1 if cache_rows else 0)
+        _assert_same_frame(ts, reader[frame], f"frame {frame}")
+    alone.trajectory.close()
+    ours.trajectory.close()
+
+
 @pytest.mark.parametrize("layout", ["plain", "zstd-auto-chunks", "precision-split-xyz", "contiguous"])
 def test_timeseries_equals_frames_read_one_by_one(adk, adk_layouts, layout):
     ours = h5mda.Universe(adk_layouts[layout], topology=adk[0], block_bytes=3341 * 12 * 7)
