@@ -6,7 +6,7 @@
 #     built from source against parallel HDF5;
 #  3. hdf5plugin (compression filters) without dependencies, after the parallel h5py;
 #  4. h5mdtool in editable mode with its test, plot, formats and fast extras (pytng, gsd: TNG and
-#     GSD inputs; deflate: libdeflate for reading gzip chunks; all depend on numpy or nothing,
+#     GSD inputs; deflate and zstandard: reading gzip and Zstd chunks faster; all depend on numpy or nothing,
 #     so they cannot displace the parallel h5py);
 #     this compiles h5mdtool's XTC decoder (a C extension: a C compiler and the Python
 #     headers, as h5py's build needs too).
@@ -105,7 +105,7 @@ python_environment() {
         say "installing pyh5md (tests)"
         $pip install --no-deps "pyh5md>=1.2"
     fi
-    if ! "$VENV/bin/python" -c "import h5mdtool.formats._xtcframe, MDAnalysisTests, pytest, matplotlib, tqdm, click, pytng, gsd, scipy, deflate" 2>/dev/null \
+    if ! "$VENV/bin/python" -c "import h5mdtool.formats._xtcframe, MDAnalysisTests, pytest, matplotlib, tqdm, click, pytng, gsd, scipy, deflate, zstandard" 2>/dev/null \
         || [ setup.cfg -nt "$VENV/.h5mdtool-installed" ] || [ setup.py -nt "$VENV/.h5mdtool-installed" ] \
         || [ h5mdtool/formats/_xtcframe.c -nt "$VENV/.h5mdtool-installed" ]; then
         say "installing h5mdtool (editable) with test, plot, formats and fast extras"

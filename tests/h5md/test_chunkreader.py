@@ -157,3 +157,54 @@ def test_gzip_chunks_inflated_by_libdeflate_when_installed(tmp_path, monkeypatch
     reader.close()
     np.testing.assert_array_equal(out, values)
     assert calls == [3 * 20 * 3 * 4] * 3
+
+
+def test_zstd_chunks_decoded_with_reused_contexts_when_installed(tmp_path, monkeypatch):
+    """With python-zstandard installed, Zstd chunks are decoded by it (not by the plugin's
+    filter) and read what HDF5 reads."""
+    pytest.importorskip("zstandard")
+    values = np.random.default_rng(2).standard_normal((9, 30, 3)).astype(np.float32)
+    with h5py.File(str(tmp_path / "x.h5"), "w") as handle:
+        _dataset(handle, "x", values, 4, "zstd")
+    plugin_runs = []
+    original = chunkcodec._Buffer.run
+    monkeypatch.setattr(chunkcodec._Buffer, "run", lambda self, *a: plugin_runs.append(1) or original(self, *a))
+    reader = ChunkReader(2)
+    with h5py.File(str(tmp_path / "x.h5"), "r") as handle:
+        out = np.empty_like(values)
+        reader.read(handle["x"], 0, 9, (0, 30), out)
+    reader.close()
+    np.testing.assert_array_equal(out, values)
+    assert not plugin_runs
+
+
+@pytest.mark.parametrize("zstandard", [True, False], ids=["zstandard-if-installed", "plugin"])
+def test_zstd_chunk_of_two_frames_is_an_error_never_half_a_chunk(tmp_path, monkeypatch, zstandard):
+    """A chunk written as two Zstandard frames one after the other: python-zstandard's
+    one-shot decoding and the plugin's filter both stop after the first (HDF5 then returns
+    the first frame's bytes and uninitialised memory); h5mdtool reads the whole chunk right
+    or reports it damaged."""
+    z = pytest.importorskip("zstandard")
+    if not zstandard:
+        monkeypatch.setattr(chunkcodec, "_zstandard", None)
+    values = np.arange(2 * 10 * 3, dtype=np.float32).reshape(2, 10, 3)
+    path = str(tmp_path / "x.h5")
+    with h5py.File(path, "w") as handle:
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        codec("zstd").set_on(dcpl, 3, False)
+        dataset = handle.create_dataset("x", shape=values.shape, maxshape=(None, 10, 3), chunks=(2, 10, 3),
+                                        dtype=np.float32, dcpl=dcpl)
+        raw = values.tobytes()
+        half = len(raw) // 2
+        frames = z.ZstdCompressor().compress(raw[:half]) + z.ZstdCompressor().compress(raw[half:])
+        dataset.id.write_direct_chunk((0, 0, 0), frames, filter_mask=0)
+    reader = ChunkReader(2)
+    out = np.empty_like(values)
+    try:
+        with h5py.File(path, "r") as handle:
+            reader.read(handle["x"], 0, 2, (0, 10), out)
+        np.testing.assert_array_equal(out, values)
+    except OSError as error:
+        assert "decompress" in str(error)
+    finally:
+        reader.close()
