@@ -47,8 +47,10 @@ from MDAnalysis.lib.util import store_init_arguments
 from ..formats.h5md import ELEMENTS, H5MDFormat, text
 from ..parallel.errors import InputError
 
-#: Default memory of a block: stored frames decoded at once when iterating forward.
-BLOCK_BYTES = 64 * 1024**2
+#: Default memory of the blocks read when iterating forward (two live: the one served and
+#: the next). Smaller blocks than 64 MiB iterated faster here (AdK, 1-frame chunks: 0.23
+#: against 0.31 s for 9800 frames), larger gain nothing once the look-ahead keeps up.
+BLOCK_BYTES = 16 * 1024**2
 #: Default memory of the chunk rows kept for random access (their float32 values).
 CACHE_BYTES = 64 * 1024**2
 #: MDAnalysis's name of each field's unit kind, its base unit, and the factor from
@@ -184,8 +186,8 @@ class H5MDToolReader(base.ReaderBase):
         With ``driver="mpio"``: the ranks opening the file together (collective open and
         close).
     block_bytes : int
-        Memory of stored frames read at once when iterating forward (at least one chunk
-        row is read). Default 64 MiB.
+        Memory of the two blocks live when iterating forward: the one served and the next,
+        read meanwhile (each at least one chunk row). Default 16 MiB.
     cache_bytes : int
         Memory of the chunk rows read for random access (``u.trajectory[i]``, fancy
         indexing) kept decoded, least recently used dropped first; 0 keeps only the one
