@@ -296,6 +296,8 @@ class H5MDToolReader(base.ReaderBase):
         rows = max(1, self._block_bytes // 2 // max(1, frame_bytes * self._chunk_frames))
         self._sequential_frames = min(max(1, self._n_frames), rows * self._chunk_frames)
         self._observables = self._observable_datasets()
+        # whether chunk rows cost h5mdtool a decompression (worth caching for random access)
+        self._decompressed = any(self._dataset(element["path"])[1] for element in self._elements.values())
 
     def _box_reading(self, box, present):
         """How to read the box: None, or its kind, rows, factor and dataset."""
@@ -423,7 +425,7 @@ class H5MDToolReader(base.ReaderBase):
             return self._cached_block(frame)
         if block is None:
             current = self._block
-            slot = 1 - current.slot if current is not None and current.slot is not None else 0
+            slot = 1 - current.slot if current is not None and current.slot in (0, 1) else 0
             block = self._read_block(*self._block_range(frame, sequential), slot)
         if sequential and block.stop < self._n_frames:
             if self._prefetcher is None:
@@ -436,15 +438,21 @@ class H5MDToolReader(base.ReaderBase):
 
     def _cached_block(self, frame):
         """The chunk row holding *frame*, from the cache (least recently used dropped first
-        beyond ``cache_bytes``) or read into it, in arrays of its own."""
+        beyond ``cache_bytes``) or read into it, in arrays of its own.
+
+        Only rows h5mdtool decompresses are cached: HDF5 reads an uncompressed row about as
+        fast as the new memory a cached copy would take is touched, so those are read again
+        into one reused buffer.
+        """
         start, stop = self._block_range(frame, False)
         cache = self._cache
         block = cache.get(start)
         if block is not None:
             cache.move_to_end(start)
             return block
-        block = self._read_block(start, stop, None)
-        if self._cache_bytes:
+        cached = self._cache_bytes and self._decompressed
+        block = self._read_block(start, stop, None if cached else "random")
+        if cached:
             cache[start] = block
             self._cached_bytes += block.nbytes
             while self._cached_bytes > self._cache_bytes and len(cache) > 1:
@@ -453,7 +461,8 @@ class H5MDToolReader(base.ReaderBase):
 
     def _read_block(self, start, stop, slot):
         """Frames ``[start, stop)``: each field's values in MDAnalysis's units (float32),
-        boxes and observables, into the buffers of *slot* (0 or 1; None: new arrays)."""
+        boxes and observables, into the buffers of *slot* (0 or 1 when iterating forward,
+        ``"random"`` for a row not cached; None: new arrays)."""
         block = _Block(start, stop, slot)
         for field, element in self._elements.items():
             present = self._present[field][start:stop]
