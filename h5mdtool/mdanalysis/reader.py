@@ -13,9 +13,9 @@ that decoded them) and fills each frame's
   ``run()``) reads blocks of ``block_bytes``, the next one in the background while the
   frames of the current one are served;
 - any other jump (``u.trajectory[i]``, fancy indexing, large strides) reads the one chunk
-  row holding the frame; the chunk rows so read stay decoded, up to ``cache_bytes`` of
-  them (a compressed chunk is decoded whole even for one of its frames: byte shuffling
-  spreads every frame's bytes over the whole chunk);
+  row holding the frame; the compressed chunk rows so read stay decoded, up to
+  ``cache_bytes`` of them (a compressed chunk is decoded whole even for one of its
+  frames: byte shuffling spreads every frame's bytes over the whole chunk);
 - :meth:`H5MDToolReader.timeseries` reads the atoms asked for, block by block, straight
   into its result.
 
@@ -189,9 +189,9 @@ class H5MDToolReader(base.ReaderBase):
         Memory of the two blocks live when iterating forward: the one served and the next,
         read meanwhile (each at least one chunk row). Default 16 MiB.
     cache_bytes : int
-        Memory of the chunk rows read for random access (``u.trajectory[i]``, fancy
-        indexing) kept decoded, least recently used dropped first; 0 keeps only the one
-        being served. Default 64 MiB.
+        Memory of the compressed chunk rows read for random access (``u.trajectory[i]``,
+        fancy indexing) kept decoded, least recently used dropped first; 0 keeps only the
+        one being served. Default 64 MiB.
     threads : int, optional
         Threads decompressing chunks. Default: the cores this process may use, divided
         among the MPI ranks of its node.
