@@ -67,25 +67,34 @@ def inflate(data, size=None):
     return zlib.decompress(data)
 
 
-try:  # reusable Zstandard decompression contexts
-    import zstandard as _zstandard
-except ImportError:  # an optional dependency (tools/install.sh installs it)
-    _zstandard = None
+_ZSTANDARD = []  # the zstandard module, or None without it: imported on first use (6 ms)
 _ZSTD_CONTEXTS = threading.local()
+
+
+def _zstandard():
+    """python-zstandard (an optional dependency tools/install.sh installs), or None."""
+    if not _ZSTANDARD:
+        try:
+            import zstandard
+        except ImportError:
+            zstandard = None
+        _ZSTANDARD.append(zstandard)
+    return _ZSTANDARD[0]
 
 
 def _zstd_frame(data, size):
     """The *size* bytes of the Zstandard frame *data*, decoded by python-zstandard with this
     thread's context; None when it is not installed or the frame is not one of *size*
     bytes (the plugin's filter then decodes it, or says what is wrong)."""
-    if _zstandard is None:
+    zstandard = _zstandard()
+    if zstandard is None:
         return None
     context = getattr(_ZSTD_CONTEXTS, "context", None)
     if context is None:
-        context = _ZSTD_CONTEXTS.context = _zstandard.ZstdDecompressor()
+        context = _ZSTD_CONTEXTS.context = zstandard.ZstdDecompressor()
     try:
         result = context.decompress(data)
-    except _zstandard.ZstdError:
+    except zstandard.ZstdError:
         return None
     return result if len(result) == size else None  # not all of it: frames written one after another
 

@@ -186,7 +186,7 @@ def test_zstd_chunk_of_two_frames_is_an_error_never_half_a_chunk(tmp_path, monke
     or reports it damaged."""
     z = pytest.importorskip("zstandard")
     if not zstandard:
-        monkeypatch.setattr(chunkcodec, "_zstandard", None)
+        monkeypatch.setattr(chunkcodec, "_ZSTANDARD", [None])
     values = np.arange(2 * 10 * 3, dtype=np.float32).reshape(2, 10, 3)
     path = str(tmp_path / "x.h5")
     with h5py.File(path, "w") as handle:
