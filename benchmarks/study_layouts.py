@@ -40,7 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from common import MPIRUN, RESULTS, machine, remove, save, timed_interleaved  # noqa: E402
-from data import repeated_xtc, topology  # noqa: E402
+from data import repeated_solvated_xtc, repeated_xtc, topology  # noqa: E402
 from layout_candidates import XTC_GRID_NM, candidates, max_error_nm, read_blocks, write_file  # noqa: E402
 
 CACHE = os.path.join(RESULTS, "study_cache")
@@ -128,23 +128,7 @@ def solvated_xtc(copies):
     keep increasing. That is not enough for chunks of more than 10 frames (see
     :func:`max_chunk`): the study keeps the solvated system's chunks at 8 frames or fewer.
     """
-    from MDAnalysisTests.datafiles import XTC
-
-    os.makedirs(CACHE, exist_ok=True)
-    path = os.path.join(CACHE, f"solvated_{copies * 10}.xtc")
-    if os.path.exists(path):
-        return path
-    x, steps, times = decode_xtc(XTC)
-    dt, dstep = times[1] - times[0], steps[1] - steps[0]
-    grid_steps = np.rint(x.astype(np.float64) / XTC_GRID_NM)
-    frames, all_steps, all_times = [], [], []
-    for copy in range(copies):
-        shift = np.array([7 * copy, 13 * copy, 3 * copy], np.float64)
-        frames.append(((grid_steps + shift) * XTC_GRID_NM).astype(np.float32))
-        all_steps.append(steps + copy * 10 * dstep)
-        all_times.append(times + copy * 10 * dt)
-    write_xtc(path, np.concatenate(frames), np.concatenate(all_steps), np.concatenate(all_times))
-    return path
+    return repeated_solvated_xtc(copies, CACHE, box=False)
 
 
 def dataset(name, xtc, topology_path):

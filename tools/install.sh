@@ -8,8 +8,9 @@
 #     site's mpicc when HDF5_DIR points at a site HDF5, or with MPI4PY_FROM_SOURCE=1) and h5py
 #     built from source against parallel HDF5;
 #  3. hdf5plugin (compression filters) without dependencies, after the parallel h5py;
-#  4. h5mdtool in editable mode with its test, plot and formats extras (pytng, gsd: TNG and
-#     GSD inputs; both depend on numpy only, so they cannot displace the parallel h5py);
+#  4. h5mdtool in editable mode with its test, plot, formats and fast extras (pytng, gsd: TNG and
+#     GSD inputs; deflate and zstandard: reading gzip and Zstd chunks faster; all depend on numpy or nothing,
+#     so they cannot displace the parallel h5py);
 #     this compiles h5mdtool's XTC decoder (a C extension: a C compiler and the Python
 #     headers, as h5py's build needs too).
 # Every step is skipped when already done, so a second run takes seconds.
@@ -116,11 +117,11 @@ python_environment() {
         say "installing pyh5md (tests)"
         $pip install --no-deps "pyh5md>=1.2"
     fi
-    if ! "$VENV/bin/python" -c "import h5mdtool.formats._xtcframe, MDAnalysisTests, pytest, matplotlib, tqdm, click, pytng, gsd, scipy" 2>/dev/null \
+    if ! "$VENV/bin/python" -c "import h5mdtool.formats._xtcframe, MDAnalysisTests, pytest, matplotlib, tqdm, click, pytng, gsd, scipy, deflate, zstandard" 2>/dev/null \
         || [ setup.cfg -nt "$VENV/.h5mdtool-installed" ] || [ setup.py -nt "$VENV/.h5mdtool-installed" ] \
         || [ h5mdtool/formats/_xtcframe.c -nt "$VENV/.h5mdtool-installed" ]; then
-        say "installing h5mdtool (editable) with test, plot and formats extras"
-        $pip install --no-build-isolation -e ".[test,plot,formats]"
+        say "installing h5mdtool (editable) with test, plot, formats and fast extras"
+        $pip install --no-build-isolation -e ".[test,plot,formats,fast]"
         "$VENV/bin/python" -c "import h5py, sys; sys.exit(0 if h5py.get_config().mpi else 1)" \
             || { echo "[install] installing the extras replaced the parallel h5py; see docs/installation.md" >&2; exit 1; }
         touch "$VENV/.h5mdtool-installed"

@@ -194,6 +194,40 @@ def test_slices_fancy_indexing_and_random_access(adk, adk_layouts, layout):
     theirs.trajectory.close()
 
 
+@pytest.mark.parametrize("cache_rows", [0, 1, 3])
+@pytest.mark.parametrize("layout", ["gzip-2-frame-chunks", "zstd-auto-chunks", "precision-split-xyz", "plain"])
+def test_random_access_cache_within_its_budget(adk, adk_layouts, monkeypatch, layout, cache_rows):
+    """Compressed chunk rows read for random access stay decoded up to cache_bytes (the least
+    recently used dropped first; uncompressed rows are read again instead): a frame of a
+    cached row is served without decoding, every frame
+    equals MDAnalysis's H5MDReader's (lossless layouts; --precision: the frame read by a
+    reader without cache), and the cache never holds more than its budget."""
+    from h5mdtool.h5md.chunkcodec import FilterPipeline
+
+    path = adk_layouts[layout]
+    alone = _quiet_universe(adk[0], path) if layout in LOSSLESS else h5mda.Universe(path, topology=adk[0], cache_bytes=0)
+    reader = alone.trajectory
+    probe = H5MDToolReader(path)
+    row_bytes = probe._chunk_frames * 3341 * 3 * 4
+    probe.close()
+    ours = h5mda.Universe(path, topology=adk[0], cache_bytes=cache_rows * row_bytes)
+    decoded = []
+    original = FilterPipeline.decode
+    monkeypatch.setattr(FilterPipeline, "decode", lambda self, *a, **k: decoded.append(1) or original(self, *a, **k))
+    frames = [int(f) for f in np.random.default_rng(4).integers(0, 98, 80)] + [40, 41, 40, 3, 40]
+    for frame in frames:
+        decoded.clear()
+        cached = ours.trajectory._cache.get(frame - frame % ours.trajectory._chunk_frames)
+        ts = ours.trajectory[frame]
+        if cached is not None and layout != "plain":
+            assert not decoded, frame
+        assert ours.trajectory._cached_bytes <= max(cache_rows * row_bytes, row_bytes)
+        assert len(ours.trajectory._cache) <= (0 if layout == "plain" else cache_rows)
+        _assert_same_frame(ts, reader[frame], f"frame {frame}")
+    alone.trajectory.close()
+    ours.trajectory.close()
+
+
 @pytest.mark.parametrize("layout", ["plain", "zstd-auto-chunks", "precision-split-xyz", "contiguous"])
 def test_timeseries_equals_frames_read_one_by_one(adk, adk_layouts, layout):
     ours = h5mda.Universe(adk_layouts[layout], topology=adk[0], block_bytes=3341 * 12 * 7)
@@ -321,6 +355,59 @@ def test_open_reader_takes_no_file_lock(adk_layouts):
     done = subprocess.run([sys.executable, "-c", code, adk_layouts["plain"]], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert len(ours.trajectory) == 98
+
+
+#: Opens one file with MDAnalysis's H5MDReader and the H5MDTOOL reader, in both orders,
+#: compares frames, and has a writer in another process (HDF5's default locking) open it
+#: meanwhile; prints whether the H5MDTOOL reader read through a file object.
+_SAME_PROCESS = """
+import os, subprocess, sys, warnings
+warnings.simplefilter("ignore")
+import numpy as np, MDAnalysis as mda
+import h5mdtool.mdanalysis as h5mda
+top, path, late = sys.argv[1:4]
+if late == "late":
+    import h5py
+    h5py.File(path, "r").close()  # HDF5 reads HDF5_USE_FILE_LOCKING at its first open
+    os.environ["HDF5_USE_FILE_LOCKING"] = "FALSE"
+writer = {k: v for k, v in os.environ.items() if k != "HDF5_USE_FILE_LOCKING"}
+code = "import h5py, sys\\nwith h5py.File(sys.argv[1], 'r+') as f: f.attrs['touched'] = 1\\n"
+through = set()
+for ours_first in (True, False):
+    if ours_first:
+        ours = h5mda.Universe(path, topology=top); theirs = mda.Universe(top, path)
+    else:
+        theirs = mda.Universe(top, path); ours = h5mda.Universe(path, topology=top)
+    through.add("file object" if ours.trajectory._raw is not None else "name")
+    for frame in (0, 57, 97):
+        assert np.array_equal(ours.trajectory[frame].positions, theirs.trajectory[frame].positions), frame
+    theirs.trajectory.close()
+    done = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, env=writer)
+    assert done.returncode == 0, done.stderr
+    ours.trajectory.close()
+print(*sorted(through))
+"""
+
+
+@pytest.mark.parametrize("environment", [None, "FALSE", "late"],
+                         ids=["locking-default", "HDF5_USE_FILE_LOCKING=FALSE", "variable-set-after-first-open"])
+def test_no_lock_and_no_clash_with_mdanalysis_reader_in_the_process(tmp_path, adk, adk_layouts, environment):
+    """MDAnalysis's H5MDReader and the H5MDTOOL reader open the same file in one process, in
+    either order, and read the same values; a writer in another process (HDF5's default
+    locking) is not refused. The reader reads by name only when HDF5 locks nothing in the
+    process (HDF5_USE_FILE_LOCKING=FALSE when HDF5 first opened a file), through a file
+    object otherwise (HDF5 1.10 reads the variable once: set later, it changes nothing)."""
+    import shutil
+
+    path = str(tmp_path / "own.h5md")
+    shutil.copy(adk_layouts["plain"], path)
+    env = {key: value for key, value in os.environ.items() if key != "HDF5_USE_FILE_LOCKING"}
+    if environment == "FALSE":
+        env["HDF5_USE_FILE_LOCKING"] = "FALSE"
+    done = subprocess.run([sys.executable, "-c", _SAME_PROCESS, adk[0], path, str(environment)],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split("\n")[-2] == ("name" if environment == "FALSE" else "file object")
 
 
 # -- the stored topology ------------------------------------------------------------------

@@ -1,0 +1,210 @@
+"""h5mdtool's chunk reader beyond plain reads: values cast and scaled by the decoding thread,
+one row of chunks decoded in the calling thread, and deflate streams inflated by libdeflate
+when it is installed (zlib otherwise). The oracle is HDF5 reading the dataset, numpy
+scaling its values, and zlib inflating the streams."""
+
+import zlib
+
+import h5py
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from h5mdtool.h5md import chunkcodec
+from h5mdtool.h5md.chunkcodec import ChunkReader, FilterPipeline, inflate
+from h5mdtool.h5md.codecs import codec
+
+CODECS = ["gzip", "zstd", "lz4", "blosc2"]
+
+
+def _dataset(handle, name, values, chunk_frames, compression, split_xyz=False):
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    chosen = codec(compression)
+    chosen.set_on(dcpl, chosen.default_level, True)
+    chunks = (chunk_frames, values.shape[1], 1 if split_xyz else 3)
+    dataset = handle.create_dataset(name, shape=values.shape, maxshape=(None,) + values.shape[1:], chunks=chunks,
+                                    dtype=values.dtype, dcpl=dcpl)
+    dataset[...] = values
+    return dataset
+
+
+@settings(max_examples=40, deadline=None)
+@given(compression=st.sampled_from(CODECS), dtype=st.sampled_from(["float32", "int32", "float64"]),
+       n_frames=st.integers(1, 20), chunk_frames=st.integers(1, 8), n_atoms=st.integers(1, 30),
+       threads=st.integers(1, 3), split_xyz=st.booleans(), scale=st.sampled_from([None, 10.0, 0.01, 1e-4]),
+       data=st.data())
+def test_values_cast_and_scaled_by_the_decoding_thread(tmp_path_factory, compression, dtype, n_frames, chunk_frames,
+                                                       n_atoms, threads, split_xyz, scale, data):
+    """float32 out of any stored dtype, times a float32 factor: numpy's cast then product in
+    float32 (what MDAnalysis's H5MDReader computes), bit for bit, for any rows and atoms."""
+    values = (np.random.default_rng(n_frames).standard_normal((n_frames, n_atoms, 3)) * 5e4).astype(dtype)
+    path = str(tmp_path_factory.mktemp("scaled") / "x.h5")
+    chunk_frames = min(chunk_frames, n_frames)
+    with h5py.File(path, "w", libver=("v110", "latest")) as handle:
+        _dataset(handle, "x", values, chunk_frames, compression, split_xyz)
+    start = data.draw(st.integers(0, n_frames - 1))
+    stop = data.draw(st.integers(start + 1, n_frames))
+    first = data.draw(st.integers(0, n_atoms - 1))
+    last = data.draw(st.integers(first + 1, n_atoms))
+    factor = None if scale is None else np.float32(scale)
+    reader = ChunkReader(threads)
+    try:
+        with h5py.File(path, "r") as handle:
+            out = np.empty((stop - start, last - first, 3), np.float32)
+            assert reader.read(handle["x"], start, stop, (first, last), out, factor)
+    finally:
+        reader.close()
+    expected = values[start:stop, first:last].astype(np.float32)
+    if factor is not None:
+        expected *= factor
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_datasets_hdf5_reads_are_returned_unscaled(tmp_path):
+    """Unfiltered datasets are read by HDF5 into out of their own dtype (read says so), and
+    refused into another dtype."""
+    values = np.arange(60, dtype=np.int32).reshape(5, 4, 3)
+    with h5py.File(str(tmp_path / "x.h5"), "w") as handle:
+        handle.create_dataset("x", data=values, chunks=(2, 4, 3))
+    reader = ChunkReader(2)
+    with h5py.File(str(tmp_path / "x.h5"), "r") as handle:
+        out = np.empty((5, 4, 3), np.int32)
+        assert reader.read(handle["x"], 0, 5, (0, 4), out, np.float32(2)) is False
+        np.testing.assert_array_equal(out, values)
+        with pytest.raises(ValueError, match="dtype"):
+            reader.read(handle["x"], 0, 5, (0, 4), np.empty((5, 4, 3), np.float32))
+    reader.close()
+
+
+def test_chunks_never_written_are_scaled_too(tmp_path):
+    """A chunk never written is filled by HDF5 (zeros), the others scaled, into float32."""
+    with h5py.File(str(tmp_path / "x.h5"), "w") as handle:
+        values = np.full((6, 4, 3), 3, np.int32)
+        dataset = _dataset(handle, "x", values[:2], 2, "zstd")
+        dataset.resize((6, 4, 3))
+    reader = ChunkReader(2)
+    with h5py.File(str(tmp_path / "x.h5"), "r") as handle:
+        out = np.empty((6, 4, 3), np.float32)
+        assert reader.read(handle["x"], 0, 6, (0, 4), out, np.float32(0.5))
+    reader.close()
+    assert (out[:2] == 1.5).all() and (out[2:] == 0).all()
+
+
+@pytest.mark.parametrize("compression", CODECS)
+def test_one_damaged_row_of_chunks_decoded_in_the_calling_thread(tmp_path, compression):
+    """A read of one row of chunks (decoded without the pool) still reports damage as an
+    OSError and reads the other rows."""
+    path = str(tmp_path / "x.h5")
+    with h5py.File(path, "w") as handle:
+        dataset = _dataset(handle, "x", np.arange(600, dtype=np.float32).reshape(4, 50, 3), 2, compression)
+        mask, stored = dataset.id.read_direct_chunk((2, 0, 0))
+        dataset.id.write_direct_chunk((2, 0, 0), stored[: len(stored) // 2], filter_mask=mask)
+    reader = ChunkReader(2)
+    submitted = []
+    original = reader.pool.submit
+    reader.pool.submit = lambda *args: submitted.append(1) or original(*args)
+    with h5py.File(path, "r") as handle:
+        out = np.empty((2, 50, 3), np.float32)
+        reader.read(handle["x"], 0, 2, (0, 50), out)
+        np.testing.assert_array_equal(out, np.arange(300, dtype=np.float32).reshape(2, 50, 3))
+        with pytest.raises(OSError, match="decompress"):
+            reader.read(handle["x"], 3, 4, (0, 50), out[:1])
+    reader.close()
+    assert not submitted
+
+
+def _streams():
+    rng = np.random.default_rng(5)
+    smooth = np.cumsum(rng.normal(0, 0.01, 30000)).astype(np.float32).tobytes()
+    return [zlib.compress(data, level) for data in (b"", b"x" * 100000, smooth, rng.bytes(5000)) for level in (1, 4, 9)]
+
+
+@pytest.mark.parametrize("libdeflate", [True, False], ids=["libdeflate-if-installed", "zlib"])
+def test_inflate_equals_zlib_whatever_the_size_given(monkeypatch, libdeflate):
+    """The bytes zlib gives, with the right size, a wrong one or none; a damaged stream is
+    zlib's error."""
+    if not libdeflate:
+        monkeypatch.setattr(chunkcodec, "_libdeflate_zlib_decompress", None)
+    for stream in _streams():
+        expected = zlib.decompress(stream)
+        for size in (len(expected), len(expected) + 7, max(0, len(expected) - 1), None):
+            assert inflate(stream, size) == expected
+        with pytest.raises(zlib.error):
+            inflate(stream[: len(stream) // 2], len(expected))
+        damaged = bytearray(stream)
+        damaged[-1] ^= 0xFF  # the Adler-32 checksum
+        with pytest.raises(zlib.error):
+            inflate(bytes(damaged), len(expected))
+
+
+def test_gzip_chunks_inflated_by_libdeflate_when_installed(tmp_path, monkeypatch):
+    """With libdeflate installed, every gzip chunk goes through it (with the chunk's size)
+    and reads what HDF5 reads."""
+    pytest.importorskip("deflate")
+    calls = []
+    original = chunkcodec._libdeflate_zlib_decompress
+    monkeypatch.setattr(chunkcodec, "_libdeflate_zlib_decompress", lambda data, size: calls.append(size) or
+                        original(data, size))
+    values = np.random.default_rng(1).standard_normal((7, 20, 3)).astype(np.float32)
+    with h5py.File(str(tmp_path / "x.h5"), "w") as handle:
+        _dataset(handle, "x", values, 3, "gzip")
+    reader = ChunkReader(2)
+    with h5py.File(str(tmp_path / "x.h5"), "r") as handle:
+        out = np.empty_like(values)
+        reader.read(handle["x"], 0, 7, (0, 20), out)
+        assert FilterPipeline.of(handle["x"]).sized_output == [True, True]
+    reader.close()
+    np.testing.assert_array_equal(out, values)
+    assert calls == [3 * 20 * 3 * 4] * 3
+
+
+def test_zstd_chunks_decoded_with_reused_contexts_when_installed(tmp_path, monkeypatch):
+    """With python-zstandard installed, Zstd chunks are decoded by it (not by the plugin's
+    filter) and read what HDF5 reads."""
+    pytest.importorskip("zstandard")
+    values = np.random.default_rng(2).standard_normal((9, 30, 3)).astype(np.float32)
+    with h5py.File(str(tmp_path / "x.h5"), "w") as handle:
+        _dataset(handle, "x", values, 4, "zstd")
+    plugin_runs = []
+    original = chunkcodec._Buffer.run
+    monkeypatch.setattr(chunkcodec._Buffer, "run", lambda self, *a: plugin_runs.append(1) or original(self, *a))
+    reader = ChunkReader(2)
+    with h5py.File(str(tmp_path / "x.h5"), "r") as handle:
+        out = np.empty_like(values)
+        reader.read(handle["x"], 0, 9, (0, 30), out)
+    reader.close()
+    np.testing.assert_array_equal(out, values)
+    assert not plugin_runs
+
+
+@pytest.mark.parametrize("zstandard", [True, False], ids=["zstandard-if-installed", "plugin"])
+def test_zstd_chunk_of_two_frames_is_an_error_never_half_a_chunk(tmp_path, monkeypatch, zstandard):
+    """A chunk written as two Zstandard frames one after the other: python-zstandard's
+    one-shot decoding and the plugin's filter both stop after the first (HDF5 then returns
+    the first frame's bytes and uninitialised memory); h5mdtool reads the whole chunk right
+    or reports it damaged."""
+    z = pytest.importorskip("zstandard")
+    if not zstandard:
+        monkeypatch.setattr(chunkcodec, "_ZSTANDARD", [None])
+    values = np.arange(2 * 10 * 3, dtype=np.float32).reshape(2, 10, 3)
+    path = str(tmp_path / "x.h5")
+    with h5py.File(path, "w") as handle:
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        codec("zstd").set_on(dcpl, 3, False)
+        dataset = handle.create_dataset("x", shape=values.shape, maxshape=(None, 10, 3), chunks=(2, 10, 3),
+                                        dtype=np.float32, dcpl=dcpl)
+        raw = values.tobytes()
+        half = len(raw) // 2
+        frames = z.ZstdCompressor().compress(raw[:half]) + z.ZstdCompressor().compress(raw[half:])
+        dataset.id.write_direct_chunk((0, 0, 0), frames, filter_mask=0)
+    reader = ChunkReader(2)
+    out = np.empty_like(values)
+    try:
+        with h5py.File(path, "r") as handle:
+            reader.read(handle["x"], 0, 2, (0, 10), out)
+        np.testing.assert_array_equal(out, values)
+    except OSError as error:
+        assert "decompress" in str(error)
+    finally:
+        reader.close()
