@@ -8,6 +8,7 @@ import os
 import pickle
 import subprocess
 import sys
+import threading
 import warnings
 
 import numpy as np
@@ -226,6 +227,36 @@ def test_random_access_cache_within_its_budget(adk, adk_layouts, monkeypatch, la
         _assert_same_frame(ts, reader[frame], f"frame {frame}")
     alone.trajectory.close()
     ours.trajectory.close()
+
+
+@pytest.mark.parametrize("layout", ["plain", "gzip-2-frame-chunks", "precision-split-xyz"])
+def test_reads_ahead_only_where_it_overlaps_decompression(adk, adk_layouts, monkeypatch, layout):
+    """Iterating forward reads the next block in a background thread for compressed files,
+    whose chunks decode in threads that release the GIL; an uncompressed file read through
+    the Python file object is read in the iterating thread (a background read there waits
+    for the GIL at each chunk's Python call while the analysis runs: rms.RMSD twice as
+    slow at 600x). Frames equal MDAnalysis's H5MDReader's either way."""
+    monkeypatch.delenv("HDF5_USE_FILE_LOCKING", raising=False)
+    path = adk_layouts[layout]
+    ours = h5mda.Universe(path, topology=adk[0], block_bytes=3341 * 12 * 8)  # several blocks
+    reader = ours.trajectory
+    assert reader._raw is not None  # through the file object
+    threads = []
+    original = reader._read_block
+    monkeypatch.setattr(reader, "_read_block",
+                        lambda *a: threads.append(threading.current_thread().name) or original(*a))
+    frames = [ts.positions.copy() for ts in reader]
+    background = [name for name in threads if name.startswith("h5mdtool-prefetch")]
+    if layout == "plain":
+        assert not background and reader._prefetcher is None
+    else:
+        assert background
+    if layout in LOSSLESS:
+        theirs = _quiet_universe(adk[0], path)
+        for frame, ts in enumerate(theirs.trajectory):
+            assert_array_equal(frames[frame], ts.positions, err_msg=f"frame {frame}")
+        theirs.trajectory.close()
+    reader.close()
 
 
 @pytest.mark.parametrize("layout", ["plain", "zstd-auto-chunks", "precision-split-xyz", "contiguous"])
