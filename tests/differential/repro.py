@@ -95,9 +95,21 @@ def recipes():
     untimed.steps = timed.steps[-1:].copy()  # overlaps the last frame, dropped
     zero_cells_first, without_cells = _dcd(0), _dcd(3)  # steps 0-2, then 3-5
     zero_cells_first.extra["zero_cells"] = True
+    appended_damaged = _xtc(n_frames=3, n_atoms=12, steps=np.arange(3, 6, dtype=np.int64) * 10,
+                            times=np.arange(3, 6) * 0.02, corrupt_frame=0)
     far = _xtc(n_frames=2, n_atoms=2)
     far.positions[1, 0, 0] = 211138.0  # 2.1e11 fm: beyond int32
     return {
+        "append-damaged-xtc-frame": (
+            Case("append", [_xtc(n_frames=3, n_atoms=12), appended_damaged], NAMES * 3,
+                 {"split_at": 1, "base_ranks": 1, "base": {}, "on_overlap": "error"}, cli=True),
+            "an XTC whose frame 0 has damaged coordinates appended to a file: refused naming file "
+            "and frame, the file unchanged (make fuzz case 387, seed 1746975965)"),
+        "append-damaged-xtc-frame-on-overlap-later": (
+            Case("append", [_xtc(n_frames=3, n_atoms=12), appended_damaged], NAMES * 3,
+                 {"split_at": 1, "base_ranks": 1, "base": {"precision": 0.01}, "on_overlap": "later"}),
+            "the same with --on-overlap later: refused so, or the intact frames appended (make fuzz "
+            "case 389, seed 1746975965)"),
         "bench-frames-h5md-fixed-box": (
             Case("bench", [fixed_box], NAMES, {"select": "all", "ref_frame": -1, "engine": "frames",
                                                "block_frames": 2, "input": "source"}),

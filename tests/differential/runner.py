@@ -188,7 +188,7 @@ def plan(case):
         if case.command == "bench":
             return _corrupt_frames_plan(case, _bench_plan(case, expected))
         if case.command == "append":
-            return _append_plan(case, expected)
+            return _corrupt_frames_plan(case, _append_plan(case, expected))
     except oracle.Refusal as refusal:
         return Plan("refuse", [str(refusal)], _refusal_kind(str(refusal)))
     result = Plan("succeed", expected=expected)
@@ -229,7 +229,10 @@ def _corrupt_frames_plan(case, result):
     that decodes every frame (bench, validate --against, convert and split --format h5md
     keeping every frame); otherwise refused so, or, when that frame is not read, the intact
     file's output (the oracle read the intact copy)."""
-    damaged = [(spec, path) for spec, path in zip(case.segments, case.inputs) if spec.corrupt_frame is not None]
+    segments = list(zip(case.segments, case.inputs))
+    if case.command == "append":  # the frames appended (a damaged first segment leaves no file to grow: unusable)
+        segments = segments[case.options["split_at"]:]
+    damaged = [(spec, path) for spec, path in segments if spec.corrupt_frame is not None]
     if not damaged:
         return result
     result.names = "|".join(rf"{re.escape(path)}: XTC frame {spec.corrupt_frame} at byte \d+ is corrupt"
