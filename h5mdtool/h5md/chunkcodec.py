@@ -489,8 +489,6 @@ class ChunkReader:
     def read(self, dataset, start, stop, span, out, scale=None):
         """``out[...] = dataset[start:stop, span[0]:span[1]]``, times *scale* if given.
 
-        :meth:`start` and the wait for its decoding threads.
-
         Parameters
         ----------
         dataset : h5py.Dataset
@@ -516,23 +514,12 @@ class ChunkReader:
         ValueError
             If *out* is not of the dataset's dtype and HDF5 must read the dataset.
         """
-        return self.start(dataset, start, stop, span, out, scale).wait()
-
-    def start(self, dataset, start, stop, span, out, scale=None):
-        """Begin :meth:`read`: the chunks' stored bytes are read in this thread and handed to
-        the decoding threads; *out* is complete once the returned :class:`PendingRead`'s
-        ``wait()`` returns (True, or False when HDF5 read the dataset: see :meth:`read`).
-
-        The caller may do other work meanwhile, such as serving frames of another buffer:
-        only the decoding runs in the threads, so no HDF5 call (nor a Python file object
-        HDF5 reads through) is made from a background thread.
-        """
         pipeline, dtype, shape, offsets = self._layout(dataset)
         if pipeline is None:
             if out.dtype != dtype:
                 raise ValueError(f"HDF5 reads {dataset.name}: out must be of its dtype {dtype}")
             dataset.read_direct(out, np.s_[start:stop, span[0]:span[1]])
-            return PendingRead([], False)
+            return False
         rows = shape[0]
         chunk_id = dataset.id
         corners = range(start - start % rows, stop, rows)
@@ -547,16 +534,19 @@ class ChunkReader:
                     try:
                         mask, stored = chunk_id.read_direct_chunk((corner,) + offset)
                     except (OSError, KeyError, ValueError, RuntimeError):  # a chunk never written: HDF5 fills it
-                        PendingRead(pending, True).wait()
-                        return PendingRead([], self._read_by_hdf5(dataset, start, stop, span, out, scale))
+                        for future in pending:
+                            future.result()
+                        return self._read_by_hdf5(dataset, start, stop, span, out, scale)
                     pieces.append((offset[-1] if offset else 0, mask, stored))
                 first, last = max(start, corner), min(stop, corner + rows)
                 pending.append(submit(_decode_rows, pipeline, pieces, dtype, shape, corner, first, last,
                                       span, out[first - start:last - start], scale))
-        except BaseException:
-            PendingRead(pending, True).settle()  # no thread left writing into out
-            raise
-        return PendingRead(pending, True)
+        finally:
+            errors = [future.exception() for future in pending]
+        for error in errors:
+            if error is not None:
+                raise error
+        return True
 
     @staticmethod
     def _read_by_hdf5(dataset, start, stop, span, out, scale):
@@ -570,30 +560,8 @@ class ChunkReader:
         return True
 
 
-class PendingRead:
-    """The decoding of one :meth:`ChunkReader.start`: ``wait()`` returns once every chunk is
-    in place (the value :meth:`ChunkReader.read` returns), raising the first decoding error."""
-
-    __slots__ = ("futures", "decoded")
-
-    def __init__(self, futures, decoded):
-        self.futures, self.decoded = futures, decoded
-
-    def settle(self):
-        """Wait for every decoding thread; the first error, or None."""
-        errors = [future.exception() for future in self.futures]
-        self.futures = []
-        return next((error for error in errors if error is not None), None)
-
-    def wait(self):
-        error = self.settle()
-        if error is not None:
-            raise error
-        return self.decoded
-
-
 class _Done:
-    """A finished call, with the interface of the futures :meth:`ChunkReader.start` waits on."""
+    """A finished call, with the interface of the futures :meth:`ChunkReader.read` waits on."""
 
     __slots__ = ("error",)
 

@@ -197,35 +197,6 @@ class _Block:
         return self.start <= frame < self.stop
 
 
-class _BlockBeingDecoded:
-    """A :class:`_Block` whose compressed chunks the decoding threads are still writing:
-    ``result()`` waits for them and returns the block (the interface of the future a
-    background read returns)."""
-
-    __slots__ = ("block", "waits", "reader")
-
-    def __init__(self, block, waits, reader):
-        self.block, self.waits, self.reader = block, waits, reader
-
-    def cancel(self):
-        return False
-
-    def exception(self):
-        try:
-            self.result()
-        except Exception as error:  # noqa: BLE001 - returned, as a future's exception()
-            return error
-        return None
-
-    def result(self):
-        waits, self.waits = self.waits, []
-        errors = [(pending.settle(), element, first, last) for pending, element, first, last in waits]
-        for error, element, first, last in errors:
-            if error is not None:
-                raise self.reader._read_error(element, first, last, error) from None
-        return self.block
-
-
 class H5MDToolReader(base.ReaderBase):
     """MDAnalysis reader of H5MD files, reading whole chunks in blocks (format ``H5MDTOOL``).
 
@@ -508,15 +479,12 @@ class H5MDToolReader(base.ReaderBase):
             slot = 1 - current.slot if current is not None and current.slot in (0, 1) else 0
             block = self._read_block(*self._block_range(frame, sequential), slot)
         if sequential and self._read_ahead and block.stop < self._n_frames:
-            start, stop = self._block_range(block.stop, True)
-            if self._raw is not None:  # stored bytes read here, decoded by the threads meanwhile
-                self._pending = self._read_block(start, stop, 1 - block.slot, decode_later=True)
-            else:
-                if self._prefetcher is None:
-                    from concurrent.futures import ThreadPoolExecutor
+            if self._prefetcher is None:
+                from concurrent.futures import ThreadPoolExecutor
 
-                    self._prefetcher = ThreadPoolExecutor(1, thread_name_prefix="h5mdtool-prefetch")
-                self._pending = self._prefetcher.submit(self._read_block, start, stop, 1 - block.slot)
+                self._prefetcher = ThreadPoolExecutor(1, thread_name_prefix="h5mdtool-prefetch")
+            start, stop = self._block_range(block.stop, True)
+            self._pending = self._prefetcher.submit(self._read_block, start, stop, 1 - block.slot)
         return block
 
     def _cached_block(self, frame):
@@ -542,16 +510,11 @@ class H5MDToolReader(base.ReaderBase):
                 self._cached_bytes -= cache.popitem(last=False)[1].nbytes
         return block
 
-    def _read_block(self, start, stop, slot, decode_later=False):
+    def _read_block(self, start, stop, slot):
         """Frames ``[start, stop)``: each field's values in MDAnalysis's units (float32),
         boxes and observables, into the buffers of *slot* (0 or 1 when iterating forward,
-        ``"random"`` for a row not cached; None: new arrays).
-
-        With *decode_later*, a :class:`_BlockBeingDecoded` is returned as soon as the stored
-        bytes are read: the decoding threads fill the block meanwhile.
-        """
+        ``"random"`` for a row not cached; None: new arrays)."""
         block = _Block(start, stop, slot)
-        waits = [] if decode_later else None
         for field, element in self._elements.items():
             present = self._present[field][start:stop]
             block.present[field] = present
@@ -562,7 +525,7 @@ class H5MDToolReader(base.ReaderBase):
             else:
                 rows = np.arange(start, stop)[present] if element["rows"] is None else element["rows"][start:stop][present]
             values = self._read_values(field, element, int(rows[0]), int(rows[-1]) + 1,
-                                       key=None if slot is None else (slot, field), waits=waits)
+                                       key=None if slot is None else (slot, field))
             block.values[field] = values
             block.nbytes += values.nbytes
             # position of each frame's values in the block's stored rows (-1: none; None: the frame's own)
@@ -570,7 +533,7 @@ class H5MDToolReader(base.ReaderBase):
         block.dimensions = self._block_dimensions(start, stop)
         for key, path in self._observables:
             block.observables[key] = self._dataset(path)[0][start:stop]
-        return block if waits is None else _BlockBeingDecoded(block, waits, self)
+        return block
 
     def _dataset(self, path):
         """The h5py Dataset at *path* and whether its chunks are decoded in h5mdtool's threads."""
@@ -589,11 +552,9 @@ class H5MDToolReader(base.ReaderBase):
             buffer = self._buffers[key] = np.empty(count, dtype)
         return buffer[:count]
 
-    def _read_values(self, field, element, first, last, span=None, key=None, waits=None):
+    def _read_values(self, field, element, first, last, span=None, key=None):
         """Values of element rows ``[first, last)`` (atoms *span*) in MDAnalysis's units
-        (float32): in the reused buffers *key* (new arrays for None). With a list *waits*,
-        chunks decoded in threads may still be in progress on return: what to wait for is
-        appended to it.
+        (float32): in the reused buffers *key* (new arrays for None).
 
         Chunks decoded in h5mdtool's threads are converted by the thread that decoded them
         (cast to float32, then multiplied by the unit factor in float32, as MDAnalysis's
@@ -609,11 +570,7 @@ class H5MDToolReader(base.ReaderBase):
             return self._converted(stored, factor, None if key is None else key + ("float32",))
         out = self._buffer(None if key is None else key + ("float32",), count, np.float32).reshape(shape)
         try:
-            pending = self._chunks.start(dataset, first, last, span, out, factor)
-            if waits is None:
-                pending.wait()
-            else:
-                waits.append((pending, element, first, last))
+            self._chunks.read(dataset, first, last, span, out, factor)
         except (OSError, ValueError, RuntimeError) as error:
             raise self._read_error(element, first, last, error) from None
         return out

@@ -6,7 +6,6 @@ stored topology against the topology file it came from."""
 
 import os
 import pickle
-import re
 import subprocess
 import sys
 import threading
@@ -231,60 +230,33 @@ def test_random_access_cache_within_its_budget(adk, adk_layouts, monkeypatch, la
 
 
 @pytest.mark.parametrize("layout", ["plain", "gzip-2-frame-chunks", "precision-split-xyz"])
-def test_no_hdf5_call_from_a_background_thread_through_the_file_object(adk, adk_layouts, monkeypatch, layout):
-    """Through the Python file object every HDF5 read runs in the iterating thread (a
-    background read waits for the GIL at each chunk's Python call while the analysis runs:
-    rms.RMSD on uncompressed AdK 600x took twice as long). Compressed files still read
-    ahead: the next block's stored bytes are read when a block is switched to and decoded by
-    the decoding threads while the current block is served. Frames equal MDAnalysis's
-    H5MDReader's (lossless layouts)."""
+def test_reads_ahead_only_where_it_overlaps_decompression(adk, adk_layouts, monkeypatch, layout):
+    """Iterating forward reads the next block in a background thread for compressed files,
+    whose chunks decode in threads that release the GIL; an uncompressed file read through
+    the Python file object is read in the iterating thread (a background read there waits
+    for the GIL at each chunk's Python call while the analysis runs: rms.RMSD twice as
+    slow at 600x). Frames equal MDAnalysis's H5MDReader's either way."""
     monkeypatch.delenv("HDF5_USE_FILE_LOCKING", raising=False)
     path = adk_layouts[layout]
     ours = h5mda.Universe(path, topology=adk[0], block_bytes=3341 * 12 * 8)  # several blocks
     reader = ours.trajectory
     assert reader._raw is not None  # through the file object
-    calls = []
+    threads = []
     original = reader._read_block
-    monkeypatch.setattr(reader, "_read_block", lambda *a, **k: calls.append(
-        (threading.current_thread() is threading.main_thread(), k.get("decode_later", False))) or original(*a, **k))
+    monkeypatch.setattr(reader, "_read_block",
+                        lambda *a: threads.append(threading.current_thread().name) or original(*a))
     frames = [ts.positions.copy() for ts in reader]
-    assert len(calls) > 2 and all(in_main for in_main, _ in calls)
-    assert reader._prefetcher is None
-    assert any(later for _, later in calls) == (layout != "plain")
+    background = [name for name in threads if name.startswith("h5mdtool-prefetch")]
+    if layout == "plain":
+        assert not background and reader._prefetcher is None
+    else:
+        assert background
     if layout in LOSSLESS:
         theirs = _quiet_universe(adk[0], path)
         for frame, ts in enumerate(theirs.trajectory):
             assert_array_equal(frames[frame], ts.positions, err_msg=f"frame {frame}")
         theirs.trajectory.close()
     reader.close()
-
-
-def test_damaged_chunk_read_ahead_is_one_error_naming_its_rows(tmp_path, adk, adk_layouts):
-    """A chunk that cannot be decoded, in a block read ahead while another is served: the
-    frames before it are read right, then one InputError names the file and the rows (not
-    a thread's traceback, not a block of garbage)."""
-    import shutil
-
-    import h5py
-
-    path = str(tmp_path / "damaged.h5md")
-    shutil.copy(adk_layouts["gzip-2-frame-chunks"], path)
-    with h5py.File(path, "r+") as handle:
-        group = next(iter(handle["particles"].values()))
-        dataset = group["position/value"]
-        mask, stored = dataset.id.read_direct_chunk((60, 0, 0))
-        dataset.id.write_direct_chunk((60, 0, 0), stored[: len(stored) // 2], filter_mask=mask)
-    theirs = _quiet_universe(adk[0], adk_layouts["gzip-2-frame-chunks"])
-    ours = h5mda.Universe(path, topology=adk[0], block_bytes=3341 * 12 * 8)
-    served = []
-    with pytest.raises(h5mdtool.InputError, match=r"damaged\.h5md: cannot read .*position/value rows") as raised:
-        for ts in ours.trajectory:
-            assert_array_equal(ts.positions, theirs.trajectory[ts.frame].positions)
-            served.append(ts.frame)
-    first, last = map(int, re.search(r"rows (\d+) to (\d+)", str(raised.value)).groups())
-    assert first <= 60 <= last and served == list(range(first))
-    ours.trajectory.close()
-    theirs.trajectory.close()
 
 
 @pytest.mark.parametrize("layout", ["plain", "zstd-auto-chunks", "precision-split-xyz", "contiguous"])
