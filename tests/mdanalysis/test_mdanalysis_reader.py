@@ -6,6 +6,7 @@ stored topology against the topology file it came from."""
 
 import os
 import pickle
+import re
 import subprocess
 import sys
 import threading
@@ -257,6 +258,34 @@ def test_reads_ahead_only_where_it_overlaps_decompression(adk, adk_layouts, monk
             assert_array_equal(frames[frame], ts.positions, err_msg=f"frame {frame}")
         theirs.trajectory.close()
     reader.close()
+
+
+def test_damaged_chunk_read_ahead_is_one_error_naming_its_rows(tmp_path, adk, adk_layouts):
+    """A chunk that cannot be decoded, in a block read ahead while another is served: the
+    frames before it are read right, then one InputError names the file and the rows (not
+    a thread's traceback, not a block of garbage)."""
+    import shutil
+
+    import h5py
+
+    path = str(tmp_path / "damaged.h5md")
+    shutil.copy(adk_layouts["gzip-2-frame-chunks"], path)
+    with h5py.File(path, "r+") as handle:
+        group = next(iter(handle["particles"].values()))
+        dataset = group["position/value"]
+        mask, stored = dataset.id.read_direct_chunk((60, 0, 0))
+        dataset.id.write_direct_chunk((60, 0, 0), stored[: len(stored) // 2], filter_mask=mask)
+    theirs = _quiet_universe(adk[0], adk_layouts["gzip-2-frame-chunks"])
+    ours = h5mda.Universe(path, topology=adk[0], block_bytes=3341 * 12 * 8)
+    served = []
+    with pytest.raises(h5mdtool.InputError, match=r"damaged\.h5md: cannot read .*position/value rows") as raised:
+        for ts in ours.trajectory:
+            assert_array_equal(ts.positions, theirs.trajectory[ts.frame].positions)
+            served.append(ts.frame)
+    first, last = map(int, re.search(r"rows (\d+) to (\d+)", str(raised.value)).groups())
+    assert first <= 60 <= last and served == list(range(first))
+    ours.trajectory.close()
+    theirs.trajectory.close()
 
 
 @pytest.mark.parametrize("layout", ["plain", "zstd-auto-chunks", "precision-split-xyz", "contiguous"])
