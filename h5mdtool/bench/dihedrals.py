@@ -29,12 +29,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..h5md.topology import resolve_topology
-from ..parallel.errors import InputError, UsageError, mark_collective
+from ..parallel.errors import InputError, UsageError
 from ..parallel.mpi import entry_point, root_call
 from .analysis import AnalysisOptions, _frame_universe, _pick, _universe, digest, select_frames
 from .dihedral_kernel import dihedral_angles, sincos_features
 from .engines import BlocksEngine, FramesEngine
-from .runner import REPORT_VERSION, _input_record, _provenance, _run_once, _topology_record, summarise
+from .runner import (REPORT_VERSION, _input_record, _provenance, _run_once, _topology_record, checked_options,
+                     repeated, timing)
 
 
 @dataclass
@@ -261,35 +262,24 @@ def bench_dihedrals(inputs, topology=None, *, comm=None, select="protein", index
         Missing or unreadable input, topology or index; a selection that is invalid or holds
         no residue with phi and psi; atom counts that differ. Every rank raises it together.
     """
-    if block_frames < 1 or repeat < 1 or compute_load < 1:
-        raise mark_collective(UsageError("--block-frames, --compute-load and --repeat must be at least 1"))
-    if engine not in ENGINES:
-        raise mark_collective(UsageError(f"--engine must be blocks or frames, got {engine!r}"))
-    paths = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    paths = checked_options(inputs, block_frames, repeat, compute_load, engine, ENGINES)
     options = AnalysisOptions(select=select, index=index, start=start, stop=stop, step=step, begin=begin, end=end,
                               dt=dt)
     topology, topology_source = root_call(comm, resolve_topology, paths, topology)
-    runs, rows = [], None
-    for number in range(repeat):
-        rows, record, info, plan, partition = _run_once(paths, topology, options, group, block_frames, compute_load,
-                                                        engine, comm, input_format=format, planner=plan_dihedrals,
-                                                        engines=ENGINES)
-        records = comm.gather(record, root=0)
-        if comm.rank == 0:
-            runs.append({"repeat": number, **summarise(records, info.kind)})
+    def run(number):
+        return _run_once(paths, topology, options, group, block_frames, compute_load, engine, comm,
+                         input_format=format, planner=plan_dihedrals, engines=ENGINES)
+
+    rows, info, plan, partition, records, runs = repeated(run, repeat, comm)
     if comm.rank != 0:
         return None
-    best = min(runs, key=lambda run: run["t_total"])
     report = {
         "benchmark": "dihedrals", "report_version": REPORT_VERSION, "engine": engine, "n_ranks": comm.size,
         "n_frames": info.n_frames, "n_analysed": len(plan.frames), "compute_load": compute_load,
         "block_frames": block_frames, "input": _input_record(info),
         "topology": _topology_record(topology, info.n_atoms, topology_source),
         "select": select, "n_residues": len(plan.labels), "labels": plan.labels, "analysis": plan.description,
-        "partition": partition.describe(), "provenance": _provenance(records), "best_repeat": best["repeat"],
-        **{key: best[key] for key in ("t_total", "ranks", "stragglers", "ratio_compute_io", "ratio_compute_comm",
-                                      "advice")},
-        "runs": runs,
+        "partition": partition.describe(), "provenance": _provenance(records), **timing(runs),
     }
     return {"features": rows, "labels": plan.labels, "report": report}
 

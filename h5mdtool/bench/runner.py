@@ -254,6 +254,50 @@ def typical_ratio(records):
     return statistics.median(ratios) if ratios else None
 
 
+def checked_options(inputs, block_frames, repeat, compute_load, engine, engines=ENGINES):
+    """The input paths of a benchmark, once its numeric options and *engine* (a key of the
+    benchmark's *engines*) are checked.
+
+    Raises
+    ------
+    UsageError
+        On every rank alike: a count below 1, an unknown engine.
+    """
+    if block_frames < 1 or repeat < 1 or compute_load < 1:
+        raise mark_collective(UsageError("--block-frames, --compute-load and --repeat must be at least 1"))
+    if engine not in engines:
+        raise mark_collective(UsageError(f"--engine must be {' or '.join(engines)}, got {engine!r}"))
+    return [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+
+
+def repeated(run, repeat, comm):
+    """Call ``run(number)`` (which returns output, this rank's record, info, plan and
+    partition, as :func:`_run_once`) *repeat* times.
+
+    Returns the last run's output, info, plan, partition and gathered records (None but on
+    rank 0), and on rank 0 each run's :func:`summarise` with its ``repeat`` number (None
+    elsewhere).
+    """
+    runs = []
+    for number in range(repeat):
+        output, record, info, plan, partition = run(number)
+        records = comm.gather(record, root=0)
+        if comm.rank == 0:
+            runs.append({"repeat": number, **summarise(records, info.kind)})
+    return output, info, plan, partition, records, runs if comm.rank == 0 else None
+
+
+#: Figures of a report taken from its fastest run.
+BEST_RUN_KEYS = ("t_total", "ranks", "t_serial", "serial_fraction", "stragglers", "ratio_compute_io",
+                 "ratio_compute_comm", "advice")
+
+
+def timing(runs):
+    """A report's timing entries: the fastest of *runs* (its number and figures), and every run."""
+    best = min(runs, key=lambda run: run["t_total"])
+    return {"best_repeat": best["repeat"], **{key: best[key] for key in BEST_RUN_KEYS}, "runs": runs}
+
+
 def summarise(records, kind=None):
     """One run's summary from its per-rank records (rank order): totals, stragglers, ratios.
 
@@ -370,29 +414,21 @@ def bench_rmsd(inputs, topology=None, *, comm=None, select="name CA", calc_selec
         Missing or unreadable input, parts, topology, reference or index; selections that
         match nothing or differ; atom counts that differ. Every rank raises it together.
     """
-    if block_frames < 1 or repeat < 1 or compute_load < 1:
-        raise mark_collective(UsageError("--block-frames, --compute-load and --repeat must be at least 1"))
-    if engine not in ENGINES:
-        raise mark_collective(UsageError(f"--engine must be blocks or frames, got {engine!r}"))
-    paths = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    paths = checked_options(inputs, block_frames, repeat, compute_load, engine)
     topology, topology_source = root_call(comm, resolve_topology, paths, topology)
     options = AnalysisOptions(select=select, calc_select=tuple(calc_select), index=index, weights=weights,
                               reference=reference, ref_frame=ref_frame, start=start, stop=stop, step=step,
                               begin=begin, end=end, dt=dt)
     if comm.rank == 0 and progress_mode(progress) == BAR:
         import tqdm  # noqa: F401 - imported before the timed phases, not within one
-    runs, rmsd = [], None
-    for number in range(repeat):
+    def run(number):
         label = "rmsd" if repeat == 1 else f"rmsd, run {number + 1} of {repeat}"
-        rmsd, record, info, plan, partition = _run_once(paths, topology, options, group, block_frames, compute_load,
-                                                        engine, comm, input_format=format, progress=progress,
-                                                        label=label)
-        records = comm.gather(record, root=0)
-        if comm.rank == 0:
-            runs.append({"repeat": number, **summarise(records, info.kind)})
+        return _run_once(paths, topology, options, group, block_frames, compute_load, engine, comm,
+                         input_format=format, progress=progress, label=label)
+
+    rmsd, info, plan, partition, records, runs = repeated(run, repeat, comm)
     if comm.rank != 0:
         return None
-    best = min(runs, key=lambda run: run["t_total"])
     description = plan.description
     data = data_digest(info, plan)  # after the timed runs: the sample read is not timed
     report = {
@@ -405,9 +441,6 @@ def bench_rmsd(inputs, topology=None, *, comm=None, select="name CA", calc_selec
         "ref_frame": description["reference"].get("frame"), "analysis": description,
         "partition": partition.describe(), "provenance": _provenance(records),
         "data": data, "results": results_digest(rmsd),
-        "best_repeat": best["repeat"],
-        **{key: best[key] for key in ("t_total", "ranks", "t_serial", "serial_fraction", "stragglers",
-                                      "ratio_compute_io", "ratio_compute_comm", "advice")},
-        "runs": runs,
+        **timing(runs),
     }
     return {"rmsd": rmsd, "labels": plan.labels, "report": report}

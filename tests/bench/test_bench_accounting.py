@@ -5,7 +5,7 @@ and the compute/I-O ratio on the typical (median) rank."""
 import pytest
 
 from benchcheck import every_report_adds_up  # noqa: F401 - autouse fixture
-from h5mdtool import bench_rmsd
+from h5mdtool import bench_dihedrals, bench_rmsd
 from h5mdtool.bench.runner import summarise
 from h5mdtool.bench.timing import PHASES, find_stragglers, work
 
@@ -16,14 +16,15 @@ def _needs_ranks(comm):
 
 
 @pytest.mark.mpi
-def test_setup_delay_is_the_others_wait_and_the_serial_part(comm, adk, monkeypatch):
+@pytest.mark.parametrize("benchmark", [bench_rmsd, bench_dihedrals], ids=["rmsd", "dihedrals"])
+def test_setup_delay_is_the_others_wait_and_the_serial_part(comm, adk, monkeypatch, benchmark):
     """Regression: the other ranks' wait for rank 0's setup was charged to their init_top and
-    init_traj as if it were their work."""
+    init_traj as if it were their work; bench dihedrals' report left the serial part out."""
     _needs_ranks(comm)
     setup = 3.0
     monkeypatch.setenv("H5MDTOOL_TEST_DELAY", f"bench-setup:0:{setup}")
     comm.Barrier()  # the ranks start together: each one's wait is rank 0's serial part less its own start-up
-    result = bench_rmsd(adk[1], adk[0], comm=comm)
+    result = benchmark(adk[1], adk[0], comm=comm)
     if comm.rank != 0:
         return
     report = result["report"]
