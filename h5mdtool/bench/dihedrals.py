@@ -266,6 +266,7 @@ def bench_dihedrals(inputs, topology=None, *, comm=None, select="protein", index
     options = AnalysisOptions(select=select, index=index, start=start, stop=stop, step=step, begin=begin, end=end,
                               dt=dt)
     topology, topology_source = root_call(comm, resolve_topology, paths, topology)
+
     def run(number):
         return _run_once(paths, topology, options, group, block_frames, compute_load, engine, comm,
                          input_format=format, planner=plan_dihedrals, engines=ENGINES)

@@ -421,6 +421,7 @@ def bench_rmsd(inputs, topology=None, *, comm=None, select="name CA", calc_selec
                               begin=begin, end=end, dt=dt)
     if comm.rank == 0 and progress_mode(progress) == BAR:
         import tqdm  # noqa: F401 - imported before the timed phases, not within one
+
     def run(number):
         label = "rmsd" if repeat == 1 else f"rmsd, run {number + 1} of {repeat}"
         return _run_once(paths, topology, options, group, block_frames, compute_load, engine, comm,
