@@ -174,10 +174,13 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
         clock.charge("t_init_traj")
         agree(comm, failure[0])  # files no rank can open are reported once, not by every rank
         clock.charge("t_wait")
-        with progress_bar(len(plan.frames), label, comm, enabled=progress) as bar:
-            engines[engine](source, plan, compute_load).run(local, results, clock, comm.rank, block,
-                                                            JobShare(bar, len(plan.frames), len(local)))
-        comm.Barrier()
+        with capture_errors() as failure:
+            with progress_bar(len(plan.frames), label, comm, enabled=progress) as bar:
+                engines[engine](source, plan, compute_load).run(local, results, clock, comm.rank, block,
+                                                                JobShare(bar, len(plan.frames), len(local)))
+        # a frame one rank cannot read (a damaged XTC payload, an H5MD chunk) is refused by
+        # every rank together, in one line, instead of aborting the job
+        agree(comm, failure[0])
         clock.charge("t_wait")
     except BaseException as error:
         # closing an MPI-IO file is collective: a rank that failed alone must not try it
