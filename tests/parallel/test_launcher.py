@@ -2,6 +2,7 @@
 
 import glob
 import os
+import re
 import subprocess
 import sys
 
@@ -9,7 +10,9 @@ import pytest
 
 from conftest import MPIRUN
 
-PRINT_PML = "import os; print(os.environ.get('OMPI_MCA_pml', '<unset>'))"
+#: Each rank prints its PML between markers: Open MPI forwards the ranks' output as it comes,
+#: so two ranks' lines may run together ("^ucx^ucx" on a loaded machine).
+PRINT_PML = "import os; print('pml=' + os.environ.get('OMPI_MCA_pml', '<unset>') + ';', flush=True)"
 FAST_NETWORK_DEVICES = ("/sys/class/infiniband/*", "/dev/hfi1*", "/dev/ipath*")
 
 
@@ -29,7 +32,7 @@ def pml_seen_by_ranks(ranks, environment):
     done = subprocess.run([MPIRUN, "-n", str(ranks), sys.executable, "-c", PRINT_PML],
                           capture_output=True, text=True, env=environment, timeout=120)
     assert done.returncode == 0, done.stderr
-    return done.stdout.split()
+    return re.findall(r"pml=([^;]*);", done.stdout)
 
 
 def test_ob1_asked_for_on_a_node_without_fast_network_devices():
