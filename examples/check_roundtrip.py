@@ -14,6 +14,7 @@ import numpy as np
 
 
 def check(comm, topology, source, written):
+    import hdf5plugin  # noqa: F401 - registers Zstd, which the --precision file is compressed with
     import MDAnalysis as mda
 
     kwargs = {"driver": "mpio", "comm": comm} if comm.size > 1 else {}
