@@ -3,8 +3,8 @@
 * h5mdtool convert (serial, uncompressed, (1, N, 3) chunks) vs MDAnalysis's H5MDWriter writing
   the same layout: target >= 8x faster;
 * the same vs MDAnalysis merely iterating the XTC: target <= 1.25x its time;
-* every compressed layout on 2 ranks vs 1 rank: target >= 1.6x faster (gzip; zstd; the
-  default lossy layout, ``--precision 0.001``: int32 pm + zstd). Judged with one core per
+* every compressed layout on 2 ranks vs 1 rank: target >= 1.6x faster for gzip, >= 1.8x for
+  zstd and the default lossy layout (``--precision 0.001``: int32 pm + zstd). Judged with one core per
   rank (1 rank under ``taskset -c 0``, 2 ranks with ``--bind-to core``): an unbound rank
   decodes in one thread while it compresses in another, so on this 2-core machine one rank
   already uses both cores and a second rank has none to add; that pair is timed unbound
@@ -59,6 +59,8 @@ COMPRESSED = {
     "zstd": ("--compression", "zstd"),
     "precision": ("--precision", "0.001"),
 }
+#: Speed-up targets of 2 ranks over 1 (one core per rank).
+TARGET_2_OVER_1 = {"gzip": 1.6, "zstd": 1.8, "precision": 1.8}
 
 
 def bench(repeats, repeat, gzip_repeat):
@@ -105,10 +107,10 @@ def bench(repeats, repeat, gzip_repeat):
         check("H5MDWriter time / h5mdtool time", result["mda_h5mdwriter"]["seconds"] / serial, 8.0),
         check("h5mdtool time / MDAnalysis iteration time", serial / result["mda_iterate"]["seconds"], 1.25, higher_is_better=False),
         *(check(f"{name} speed-up, 2 ranks over 1, one core per rank",
-                result[f"{name}_1_core"]["seconds"] / result[f"{name}_2_cores"]["seconds"], 1.6)
+                result[f"{name}_1_core"]["seconds"] / result[f"{name}_2_cores"]["seconds"], TARGET_2_OVER_1[name])
           for name in COMPRESSED),
         *(check(f"{name} speed-up, 2 ranks over 1, unbound",
-                result[f"{name}_1_rank"]["seconds"] / result[f"{name}_2_ranks"]["seconds"], 1.6)
+                result[f"{name}_1_rank"]["seconds"] / result[f"{name}_2_ranks"]["seconds"], TARGET_2_OVER_1[name])
           for name in COMPRESSED),
         check("zstd convert / uncompressed convert (1 rank, unbound)",
               result["zstd_1_rank"]["seconds"] / result["uncompressed_1_rank"]["seconds"], 1.5, higher_is_better=False),
