@@ -8,11 +8,13 @@ import sys
 
 import numpy as np
 
+from h5mdtool.h5md.codecs import register_plugins
 from h5mdtool.parallel.mpi import balanced_slices, open_h5, resolve
 
 
 def main(path):
     comm = resolve()
+    register_plugins()  # files written with hdf5plugin's filters (zstd, lz4, blosc2)
     with open_h5(path, "r", comm) as handle:
         value = handle["particles/trajectory/position/value"]
         start, stop = balanced_slices(value.shape[0], comm.size)[comm.rank]
