@@ -84,10 +84,10 @@ def bench_input(label, path, repeat, scratch):
     result = {"runs": runs, "t_total": t, "efficiency_2": t[1] / (2 * t[2]), "serial_2": serial_2,
               "serial_over_t1": serial_2 / t[1], "model": parameters, "model_t2": model_2,
               "model_t2_over_measured": model_2 / t[2]}
+    result["model_e16"] = predict(parameters, 16)["log"]["efficiency"]
     print(f"  .. model: s {parameters['s']:.3f} s, q {parameters['q']:.3f} s, p {parameters['p']:.3f} s, "
           f"k {parameters['k']:.2f}, a {parameters['a']:.3f} s; t(2) {model_2:.2f} s against {t[2]:.2f} s measured; "
-          f"E(16) at this size {predict(parameters, 16)['log']['efficiency']:.2f}", flush=True)
-    result["model_e16"] = predict(parameters, 16)["log"]["efficiency"]
+          f"E(16) at this size {result['model_e16']:.2f}", flush=True)
     return result
 
 
