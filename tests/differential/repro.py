@@ -99,7 +99,16 @@ def recipes():
                             times=np.arange(3, 6) * 0.02, corrupt_frame=0)
     far = _xtc(n_frames=2, n_atoms=2)
     far.positions[1, 0, 0] = 211138.0  # 2.1e11 fm: beyond int32
+    # an append's segments keep the first one's boundary, "none"; MDAnalysis's writer stores periodic
+    unbounded = [_h5md(boundary=(False, False, False), steps=np.arange(3, dtype=np.int64) * 10 + 30 * k,
+                       times=(np.arange(3) + 3 * k) * 0.02) for k in range(3)]
+    unbounded[1].writer = "mdanalysis"
     return {
+        "append-mdanalysis-segment-box": (
+            Case("append", unbounded, NAMES, {"split_at": 2, "base_ranks": 1, "base": {}, "on_overlap": "later"}),
+            "segments with boundary none, one written by MDAnalysis's H5MDWriter (which stores the box "
+            "as periodic): the file's boundary is the segments' as stored (make fuzz cases 1038-1041, "
+            "seed 3202204358)"),
         "append-damaged-xtc-frame": (
             Case("append", [_xtc(n_frames=3, n_atoms=12), appended_damaged], NAMES * 3,
                  {"split_at": 1, "base_ranks": 1, "base": {}, "on_overlap": "error"}, cli=True),
