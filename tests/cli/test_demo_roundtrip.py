@@ -4,11 +4,9 @@ fresh interpreter as the demo runs it, serially and on 2 ranks (regression: it o
 and `make demo` ended in a traceback once `import h5mdtool` no longer loaded them)."""
 
 import os
-import subprocess
-import sys
 
 import pytest
-from conftest import MPIRUN, ROOT, run_h5mdtool
+from conftest import run_h5mdtool, run_script_without_plugin_path
 
 pytestmark = pytest.mark.serial_only
 
@@ -27,11 +25,7 @@ def demo_directory(tmp_path_factory):
 
 @pytest.mark.parametrize("ranks", [None, 2])
 def test_check_roundtrip_reads_every_demo_file(demo_directory, ranks):
-    command = [sys.executable, os.path.join(ROOT, "examples", "check_roundtrip.py"), str(demo_directory)]
-    if ranks:
-        command = [MPIRUN, "-n", str(ranks)] + command
-    environment = {key: value for key, value in os.environ.items() if key != "HDF5_PLUGIN_PATH"}
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=environment)
+    done = run_script_without_plugin_path(os.path.join("examples", "check_roundtrip.py"), [demo_directory], ranks)
     assert done.returncode == 0, done.stdout + done.stderr
     for name in ("adk_solvated.h5md", "adk_solvated_xtcgrid.h5md"):
         assert f"{name}: MDAnalysis read 10 frames" in done.stdout and "-> OK" in done.stdout, done.stdout

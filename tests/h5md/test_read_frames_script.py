@@ -4,11 +4,9 @@ without registering hdf5plugin's filters and `make bench` stopped in bench_layou
 `import h5mdtool` no longer loaded them)."""
 
 import os
-import subprocess
-import sys
 
 import pytest
-from conftest import MPIRUN, ROOT, run_h5mdtool
+from conftest import run_h5mdtool, run_script_without_plugin_path
 
 pytestmark = pytest.mark.serial_only
 
@@ -25,10 +23,6 @@ def zstd_file(tmp_path_factory):
 
 @pytest.mark.parametrize("ranks", [None, 2])
 def test_read_frames_reads_a_zstd_file(zstd_file, ranks):
-    command = [sys.executable, os.path.join(ROOT, "benchmarks", "read_frames.py"), str(zstd_file)]
-    if ranks:
-        command = [MPIRUN, "-n", str(ranks)] + command
-    environment = {key: value for key, value in os.environ.items() if key != "HDF5_PLUGIN_PATH"}
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=environment)
+    done = run_script_without_plugin_path(os.path.join("benchmarks", "read_frames.py"), [zstd_file], ranks)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
