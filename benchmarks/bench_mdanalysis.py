@@ -37,7 +37,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import H5MDTOOL, ROOT, check, machine, save  # noqa: E402
+from common import H5MDTOOL, ROOT, check, machine, output_of, save  # noqa: E402
 from data import DATA, repeated_solvated_xtc, repeated_xtc, solvated_topology, topology  # noqa: E402
 
 #: The user code; argv: side (xtc|h5mdtool), work, topology, trajectory. Prints JSON: seconds
@@ -96,10 +96,7 @@ def _measure(arguments, environment=None):
     env = {key: value for key, value in os.environ.items() if key != "HDF5_USE_FILE_LOCKING"}
     env.update(environment or {})
     env["PYTHONPATH"] = ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
-    done = subprocess.run([sys.executable, "-c", WORK, *arguments], capture_output=True, text=True, env=env)
-    if done.returncode != 0:
-        raise RuntimeError(f"benchmark failed: {' '.join(arguments)}\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(output_of([sys.executable, "-c", WORK, *arguments], env).strip().splitlines()[-1])
 
 
 def timed_work(entries, repeat):

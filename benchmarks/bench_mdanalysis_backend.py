@@ -20,17 +20,14 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import check, mpirun_bound, run_sizes  # noqa: E402
+from common import check, mpirun_bound, output_of, run_sizes  # noqa: E402
 from data import DATA, repeated_xtc, topology  # noqa: E402
 
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mdanalysis_run.py")
 
 
 def _run(command):
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"command failed ({done.returncode}): {' '.join(command)}\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(output_of(command).strip().splitlines()[-1])
 
 
 def bench(repeats, repeat):

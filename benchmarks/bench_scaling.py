@@ -29,7 +29,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_rmsd import converted  # noqa: E402
-from common import H5MDTOOL, check, mpirun_bound, run_sizes  # noqa: E402
+from common import H5MDTOOL, check, mpirun_bound, output_of, run_sizes  # noqa: E402
 from data import DATA, repeated_xtc, topology  # noqa: E402
 
 from h5mdtool.bench.model import fit, predict  # noqa: E402
@@ -51,9 +51,7 @@ def bench_report(path, n_ranks, report):
     """One ``bench rmsd`` run on *n_ranks* ranks (one core each); its report's only run."""
     command = mpirun_bound(n_ranks) + [H5MDTOOL, "bench", "rmsd", path, "-t", topology(), "--no-progress",
                                        "--out", report, "--force"]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"command failed ({done.returncode}): {' '.join(command)}\n{done.stderr[-2000:]}")
+    output_of(command)
     with open(report) as handle:
         document = json.load(handle)
     return document["runs"][0]

@@ -79,6 +79,15 @@ def run(command, env=None):
     return float(seconds), int(maxrss) / 1024.0
 
 
+def output_of(command, env=None):
+    """Run *command* once and return its standard output; a failure raises with the end of
+    its standard error."""
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"command failed ({done.returncode}): {' '.join(command)}\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
 def timed(label, command, repeat=1, env=None, outputs=()):
     """Run *command* *repeat* times; print and return the median time and peak memory.
 

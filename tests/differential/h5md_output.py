@@ -8,14 +8,9 @@ MDAnalysis knows (converted with MDAnalysis's factors to nm, ps, nm/ps, kJ/(mol 
 import numpy as np
 
 from .oracle import _factor
+from .spec import attribute_text
 
 UNIT_KIND = {"position": ("length", "nm"), "velocity": ("speed", "nm/ps"), "force": ("force", "kJ/(mol*nm)")}
-
-
-def _text(value):
-    if isinstance(value, bytes):
-        return value.decode()
-    return str(value)
 
 
 def _mda_unit(kind, unit):
@@ -29,7 +24,7 @@ def _series(group, name, n):
     if name not in group:
         return None, None
     dataset = group[name]
-    unit = _text(dataset.attrs["unit"]) if "unit" in dataset.attrs else None
+    unit = attribute_text(dataset.attrs["unit"]) if "unit" in dataset.attrs else None
     if dataset.shape == ():
         offset = dataset.attrs.get("offset", 0)
         values = offset + dataset[()] * np.arange(n)
@@ -45,7 +40,7 @@ def read_element(group, name):
     raw = value[...]
     n = raw.shape[0]
     kind, target = UNIT_KIND[name]
-    unit = _text(value.attrs["unit"]) if "unit" in value.attrs else None
+    unit = attribute_text(value.attrs["unit"]) if "unit" in value.attrs else None
     factor = 1.0 if unit is None else _factor(kind, _mda_unit(kind, unit), target)
     steps, _ = _series(element, "step", n)
     times, time_unit = _series(element, "time", n)
@@ -69,14 +64,14 @@ def read_output(path, group_name="trajectory"):
         for name in ("position", "velocity", "force"):
             document[name] = read_element(group, name) if name in group else None
         box = group["box"]
-        boundary = [_text(b) for b in np.atleast_1d(box.attrs.get("boundary", []))]
+        boundary = [attribute_text(b) for b in np.atleast_1d(box.attrs.get("boundary", []))]
         document["boundary"] = boundary
         document["edges"] = None
         n = document["position"]["raw"].shape[0]
         if "edges" in box:
             edges = box["edges"]
             dataset = edges["value"] if isinstance(edges, h5py.Group) else edges
-            unit = _text(dataset.attrs["unit"]) if "unit" in dataset.attrs else None
+            unit = attribute_text(dataset.attrs["unit"]) if "unit" in dataset.attrs else None
             factor = 1.0 if unit is None else _factor("length", _mda_unit("length", unit), "nm")
             values = dataset[...].astype(np.float64) * factor
             if isinstance(edges, h5py.Group):

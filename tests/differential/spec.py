@@ -136,6 +136,13 @@ class SegmentSpec:
         return summary
 
 
+def attribute_text(value):
+    """An HDF5 string attribute's value as text (h5py gives bytes or str, as it was stored)."""
+    if isinstance(value, bytes):
+        return value.decode()
+    return str(value)
+
+
 def intact_path(path):
     """Where the writers keep an input's bytes before its coordinates were damaged."""
     root, extension = os.path.splitext(path)

@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 
-from .spec import LENGTH_PER_NM, TIME_PER_PS, intact_path
+from .spec import LENGTH_PER_NM, TIME_PER_PS, attribute_text, intact_path
 
 #: Atom names of generated systems (several per residue so backbone selections match).
 ATOM_NAMES = ("N", "CA", "C", "O", "CB", "OW", "HW1", "HW2", "NA", "CL")
@@ -290,7 +290,7 @@ def _boundary_as_stored(spec, path):
     with h5py.File(path, "r") as handle:
         stored = handle["particles/trajectory/box"].attrs.get("boundary")
     if stored is not None:
-        spec.boundary = tuple((b.decode() if isinstance(b, bytes) else str(b)) == "periodic" for b in stored)
+        spec.boundary = tuple(attribute_text(b) == "periodic" for b in stored)
 
 
 def _string_attr(values):
