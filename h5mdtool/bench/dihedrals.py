@@ -34,6 +34,7 @@ from ..parallel.mpi import entry_point, root_call
 from .analysis import AnalysisOptions, _frame_universe, _pick, _universe, digest, select_frames
 from .dihedral_kernel import dihedral_angles, sincos_features
 from .engines import BlocksEngine, FramesEngine
+from .read_ahead import read_ahead_budget
 from .runner import (REPORT_VERSION, _input_record, _provenance, _run_once, _topology_record, checked_options,
                      repeated, timing)
 
@@ -216,7 +217,7 @@ ENGINES = {"blocks": DihedralBlocksEngine, "frames": DihedralFramesEngine}
 @entry_point
 def bench_dihedrals(inputs, topology=None, *, comm=None, select="protein", index=None, start=None, stop=None, step=None,
                     begin=None, end=None, dt=None, group=None, block_frames=1024, compute_load=1, repeat=1,
-                    engine="blocks", format=None):
+                    engine="blocks", format=None, read_ahead_mb=None):
     """Run the dihedral featurization benchmark; return the features and the report (rank 0; None elsewhere).
 
     Parameters
@@ -246,6 +247,9 @@ def bench_dihedrals(inputs, topology=None, *, comm=None, select="protein", index
     engine : {"blocks", "frames"}
     format : str, optional
         Read the input segments as this format whatever their extension.
+    read_ahead_mb : int, optional
+        MiB of whole frames each other rank may read while rank 0 resolves the analysis, as
+        :func:`h5mdtool.bench.runner.bench_rmsd`'s (0: off; default: from the node's memory).
 
     Returns
     -------
@@ -262,14 +266,15 @@ def bench_dihedrals(inputs, topology=None, *, comm=None, select="protein", index
         Missing or unreadable input, topology or index; a selection that is invalid or holds
         no residue with phi and psi; atom counts that differ. Every rank raises it together.
     """
-    paths = checked_options(inputs, block_frames, repeat, compute_load, engine, ENGINES)
+    paths = checked_options(inputs, block_frames, repeat, compute_load, engine, ENGINES, read_ahead_mb)
     options = AnalysisOptions(select=select, index=index, start=start, stop=stop, step=step, begin=begin, end=end,
                               dt=dt)
     topology, topology_source = root_call(comm, resolve_topology, paths, topology)
+    budget = read_ahead_budget(comm, read_ahead_mb)
 
     def run(number):
         return _run_once(paths, topology, options, group, block_frames, compute_load, engine, comm,
-                         input_format=format, planner=plan_dihedrals, engines=ENGINES)
+                         input_format=format, planner=plan_dihedrals, engines=ENGINES, read_ahead_bytes=budget)
 
     rows, info, plan, partition, records, runs = repeated(run, repeat, comm)
     if comm.rank != 0:

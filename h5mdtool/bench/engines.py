@@ -12,6 +12,8 @@ repeat the kernel ``compute_load`` times (Khoshlessan et al. 2020's 40x/70x/100x
 the test hook ``rmsd-block`` once per block while reading.
 """
 
+import time
+
 import numpy as np
 from threadpoolctl import threadpool_limits
 
@@ -98,6 +100,25 @@ class BlocksEngine:
                     zip(plan.group_columns, self.group_references, plan.group_weights), 1):
                 out[:, column] = group_rmsd(positions[:, atoms], reference, weights, centres, rotation)
         return out * self.scale
+
+    def run_read(self, blocks, atoms, results, clock, progress=None):
+        """Fill the first rows of *results* from blocks read already (frames read ahead while
+        rank 0 planned, :mod:`h5mdtool.bench.read_ahead`): ``(positions of every atom,
+        times)`` pairs in frame order, of which *atoms* (``plan.read_indices``) are analysed.
+        Returns the seconds of each block's kernel call alone."""
+        row, seconds = 0, []
+        with threadpool_limits(limits=1, user_api="blas"):
+            for positions, times in blocks:
+                rows = slice(row, row + len(positions))
+                results[rows, 1] = times
+                started = time.perf_counter()
+                results[rows, 2:] = self.compute(positions[:, atoms])
+                seconds.append(time.perf_counter() - started)
+                clock.charge("t_compute")
+                row += len(positions)
+                if progress is not None:
+                    progress.update(len(positions))
+        return seconds
 
     def run(self, frames, results, clock, rank, block_frames, progress=None):
         """Fill *results* (rows of *frames*: time, RMSDs) block by block, charging *clock*;

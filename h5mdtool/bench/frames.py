@@ -88,8 +88,10 @@ class TrajectoryFrames:
             "particles_group": self.index.segments[0].details["group"].split("/", 1)[1], "mpi_io": self.mpi_io,
         }
 
-    def read(self, start, stop):
-        if stop - start > self.block.capacity:
+    def read(self, start, stop, fresh=False):
+        """Positions and times of frames ``[start, stop)`` (see the module's docstring);
+        *fresh*: in a new buffer the caller may keep, instead of the reused one."""
+        if fresh or stop - start > self.block.capacity:
             self.block = self.reader.new_block(stop - start)
         self.reader.read(self.frames[start:stop], self.block)
         n = self.block.n
@@ -200,14 +202,16 @@ class ManifestFrames:
             if np.any((frames >= part.start) & (frames < part.stop)):
                 self._source(part)
 
-    def read(self, start, stop):
+    def read(self, start, stop, fresh=False):
         positions, times = [], []
         for part in self.manifest.parts_for(start, stop):
-            p, t = self._source(part).read(max(start, part.start) - part.start, min(stop, part.stop) - part.start)
+            p, t = self._source(part).read(max(start, part.start) - part.start, min(stop, part.stop) - part.start,
+                                           fresh)
             positions.append(p)
             times.append(t)
         if not positions:
-            return np.empty((0, len(self.atom_indices), 3), np.float32), np.empty(0)
+            width = self.n_atoms if self.atom_indices is None else len(self.atom_indices)
+            return np.empty((0, width, 3), np.float32), np.empty(0)
         if len(positions) == 1:
             return positions[0], times[0]
         return np.concatenate(positions), np.concatenate(times)

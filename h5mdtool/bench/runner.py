@@ -37,6 +37,7 @@ from .digest import data_digest, results_digest
 from .engines import BlocksEngine, FramesEngine
 from .frames import checked_part_scans
 from .inputs import inspect_input, open_source
+from .read_ahead import ReadAhead, planned_share, read_ahead, read_ahead_budget
 from .timing import WORK_PHASES, PhaseClock, find_stragglers, own, serial_seconds
 
 #: Compute-to-I/O ratio from which Khoshlessan et al. 2020's Heuristic 1 applies (its text lost the symbol
@@ -127,12 +128,14 @@ def _files_opened(info, source, local, plan, rank, engine):
 
 
 def _run_once(paths, topology, options, group, block_frames, compute_load, engine, comm, input_format=None,
-              planner=plan_analysis, engines=ENGINES, progress=None, label="rmsd"):
+              planner=plan_analysis, engines=ENGINES, progress=None, label="rmsd", read_ahead_bytes=0):
     """One timed run on every rank: (result rows on rank 0, this rank's record, info, plan, partition).
 
     *planner* resolves the analysis on rank 0 (``planner(info, topology, options)`` returns a
     plan with ``read_indices``, ``frames``, ``n_values`` and ``root_frame``, and rank 0's phase
-    times); *engines* maps engine names to the classes that compute it.
+    times); *engines* maps engine names to the classes that compute it. Meanwhile the other
+    ranks read ahead up to *read_ahead_bytes* each (:mod:`h5mdtool.bench.read_ahead`; blocks
+    engine only) and rank 0 gives them the end of its share.
     """
     from ..formats import load_decoders
 
@@ -143,16 +146,39 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
     # every rank inspects the input together (XTC/TRR offsets scanned in parallel)
     info = inspect_input(paths, group, input_format, comm=comm)
     clock.charge("t_init_traj")
-    # rank 0 alone resolves the topology, selections and reference (the serial part)
+    chunk_frames = info.chunk_frames if engine == "blocks" else 1
+    reads_ahead = engine == "blocks" and is_parallel(comm) and info.kind != "split"  # the same on every rank
+    share = None
+    if reads_ahead and comm.rank != 0 and read_ahead_bytes > 0:
+        share = planned_share(info, options, comm.size, comm.rank, chunk_frames)
+
+    def meanwhile(ready):
+        return read_ahead(info, share, block_frames, chunk_frames, read_ahead_bytes, ready, clock, comm.rank)
+
+    # rank 0 alone resolves the topology, selections and reference; the others read ahead
     before = dict(clock.phases) if comm.rank == 0 else None
-    (plan, root_phases), done = _root_step(comm, planner, info, topology, options, site="bench-setup")
-    _charge_root_step(clock, comm, done, lambda until: clock.split(root_phases, rest="t_init_top", until=until))
+    (plan, root_phases), done, ahead = _root_step(comm, planner, info, topology, options, site="bench-setup",
+                                                  meanwhile=meanwhile if share is not None else None)
+    waited = _charge_root_step(clock, comm, done, lambda until: clock.split(root_phases, rest="t_init_top", until=until))
     serial = ({phase: clock.phases[phase] - before.get(phase, 0.0) for phase in WORK_PHASES}
               if comm.rank == 0 else None)
-    chunk_frames = info.chunk_frames if engine == "blocks" else 1
     partition = partition_frames(plan.frames, comm.size, chunk_frames, info.part_edges())
     first, last = partition.bounds[comm.rank]
-    local = plan.frames[first:last]
+    if ahead is not None and not np.array_equal(ahead.frames, plan.frames[first:first + len(ahead)]):
+        ahead = None  # the plan chose other frames than foreseen: read them again
+    ahead = ahead or ReadAhead()
+    # the first blocks read ahead, computed now: the compute their frames still need (the
+    # second block's, when there is one: the first call pays the kernel's warm-up)
+    sampled = ahead.blocks[:2]
+    sample = np.empty((sum(len(positions) for positions, _ in sampled), 2 + plan.n_values))
+    if len(sample):
+        seconds = engines[engine](ahead, plan, compute_load).run_read(sampled, plan.read_indices, sample, clock)
+        saved = ahead.saved_frames(len(sample), seconds[-1] / len(sampled[-1][0]))
+    if reads_ahead:  # rank 0 gives the end of its share to the ranks that read ahead
+        partition = partition.shed(comm.allgather(saved if len(sample) else 0.0), plan.frames, chunk_frames)
+        clock.charge("t_comm")
+    ranges = partition.rank_ranges(comm.rank)
+    local = np.concatenate([plan.frames[a:b] for a, b in ranges]) if ranges else plan.frames[:0]
     block = max(1, min(block_frames, len(local)))  # never a buffer larger than the rank's frames
     if info.kind == "H5MD" and comm.size > 1:  # the MPI-IO open is collective: wait for all first
         comm.Barrier()
@@ -170,14 +196,25 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
     try:
         with capture_errors() as failure:
             if hasattr(source, "open_for"):  # parts, and the frames engine's files: opening is not reading
-                source.open_for(local)
+                source.open_for(local[len(ahead):])
         clock.charge("t_init_traj")
         agree(comm, failure[0])  # files no rank can open are reported once, not by every rank
         clock.charge("t_wait")
         with capture_errors() as failure:
             with progress_bar(len(plan.frames), label, comm, enabled=progress) as bar:
-                engines[engine](source, plan, compute_load).run(local, results, clock, comm.rank, block,
-                                                                JobShare(bar, len(plan.frames), len(local)))
+                share_done = JobShare(bar, len(plan.frames), len(local))
+                calculator = engines[engine](source, plan, compute_load)
+                if len(ahead):
+                    results[:len(sample), 1:] = sample[:, 1:]
+                    share_done.update(len(sample))
+                    calculator.run_read(ahead.blocks[len(sampled):], plan.read_indices, results[len(sample):], clock,
+                                        share_done)
+                    ahead.blocks = []  # the memory is free once they are computed
+                row = len(ahead)  # the frames read ahead begin the rank's first range
+                for number, (a, b) in enumerate(ranges):
+                    a += len(ahead) if number == 0 else 0
+                    calculator.run(plan.frames[a:b], results[row:row + b - a], clock, comm.rank, block, share_done)
+                    row += b - a
         # a frame one rank cannot read (a damaged XTC payload, an H5MD chunk) is refused by
         # every rank together, in one line, instead of aborting the job
         agree(comm, failure[0])
@@ -188,36 +225,48 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
         source.close()
         raise
     gathered = gather_rows(comm, results, partition.counts())
+    if comm.rank == 0 and partition.ranges is not None:  # rank 0's moved frames: back in frame order
+        gathered = gathered[np.argsort(gathered[:, 0], kind="stable")]
     source.close()
     clock.charge("t_comm")
     record = {"rank": comm.rank, "host": socket.gethostname(), "n_frames": len(local),
-              "first_frame": int(local[0]) if len(local) else None,
-              "last_frame": int(local[-1]) if len(local) else None, **clock.record()}
+              "first_frame": int(local.min()) if len(local) else None,
+              "last_frame": int(local.max()) if len(local) else None, "n_read_ahead": len(ahead),
+              "t_read_ahead": ahead.io_seconds,
+              **clock.record()}
     if serial is not None:
         record.update(serial=serial, t_serial=sum(serial.values()))
+    elif is_parallel(comm):
+        record["t_plan_wait"] = waited  # how long this rank waited, idle, for rank 0's plan
     span = (int(plan.read_indices[0]), int(plan.read_indices[-1]) + 1)
-    read = info.bytes_read(local, *span, whole_frames=engine == "frames")
+    read = info.bytes_read(local[len(ahead):], *span, whole_frames=engine == "frames")
+    read += info.bytes_read(ahead.frames, 0, info.n_atoms)
     if comm.rank == 0:
         read += info.bytes_read([plan.root_frame], *span, whole_frames=True)
     opened = _files_opened(info, source, local, plan, comm.rank, engine)
+    opened += [path for path in ahead.opened if path not in opened]
     record.update(bytes_read=read, mb_per_s=read / 1e6 / record["t_io"] if record["t_io"] > 0 else None,
                   files_opened=len(opened), opened=opened)
     return gathered, record, info, plan, partition
 
 
-def _root_step(comm, function, *args, site=None):
+def _root_step(comm, function, *args, site=None, meanwhile=None):
     """:func:`~h5mdtool.parallel.mpi.root_call` with the waiting told apart from the work and the
-    broadcast: rank 0 runs *function* alone, then every rank meets at a barrier (the others
-    wait there for rank 0, rank 0 for any rank still starting), then the result is broadcast.
+    broadcast: rank 0 runs *function* alone while the other ranks run ``meanwhile(ready)``
+    (if given; ``ready()`` tells whether rank 0 is done), then every rank meets at a
+    non-blocking barrier (the others wait there for rank 0, rank 0 for any rank finishing
+    its block), then the result is broadcast.
 
     Returns
     -------
-    (object, list of float)
-        The result, and the ``time.perf_counter()`` values at which rank 0's work ended and
-        at which it left the barrier (on the other ranks: at which they left the barrier).
+    (object, list of float, object)
+        The result; the ``time.perf_counter()`` values at which rank 0's work ended and at
+        which it left the barrier (on the other ranks: at which they left the barrier); and
+        what *meanwhile* returned (None on rank 0 and without *meanwhile*).
         The test hook *site* delays rank 0 before the work.
     """
     done = []
+    meanwhile_result = None
 
     def run(*arguments):
         try:
@@ -227,24 +276,30 @@ def _root_step(comm, function, *args, site=None):
         finally:  # failed or not, rank 0 meets the others, then broadcasts the outcome
             done.append(time.perf_counter())
             if is_parallel(comm):
-                comm.Barrier()
+                comm.Ibarrier().Wait()
             done.append(time.perf_counter())
 
     if comm.rank != 0 and is_parallel(comm):
-        comm.Barrier()
+        request = comm.Ibarrier()
+        if meanwhile is not None:
+            meanwhile_result = meanwhile(request.Test)
+        request.Wait()
         done.append(time.perf_counter())
-    return root_call(comm, run, *args), done
+    return root_call(comm, run, *args), done, meanwhile_result
 
 
 def _charge_root_step(clock, comm, done, charge_work):
     """Charge a :func:`_root_step`: rank 0's work (by *charge_work*, given the moment it
-    ended), the barrier to ``t_wait``, the broadcast to ``t_comm``."""
+    ended), the barrier to ``t_wait``, the broadcast to ``t_comm``. Returns the seconds
+    charged to ``t_wait``."""
+    waited = 0.0
     if comm.rank == 0:
         charge_work(done[0])
-        clock.charge("t_wait", until=done[1])
+        waited = clock.charge("t_wait", until=done[1])
     elif done:
-        clock.charge("t_wait", until=done[0])  # the barrier: waiting for rank 0
+        waited = clock.charge("t_wait", until=done[0])  # the barrier: waiting for rank 0
     clock.charge("t_comm")
+    return waited
 
 
 def typical_ratio(records):
@@ -257,17 +312,19 @@ def typical_ratio(records):
     return statistics.median(ratios) if ratios else None
 
 
-def checked_options(inputs, block_frames, repeat, compute_load, engine, engines=ENGINES):
+def checked_options(inputs, block_frames, repeat, compute_load, engine, engines=ENGINES, read_ahead_mb=None):
     """The input paths of a benchmark, once its numeric options and *engine* (a key of the
     benchmark's *engines*) are checked.
 
     Raises
     ------
     UsageError
-        On every rank alike: a count below 1, an unknown engine.
+        On every rank alike: a count below 1, a negative read-ahead budget, an unknown engine.
     """
     if block_frames < 1 or repeat < 1 or compute_load < 1:
         raise mark_collective(UsageError("--block-frames, --compute-load and --repeat must be at least 1"))
+    if read_ahead_mb is not None and read_ahead_mb < 0:
+        raise mark_collective(UsageError(f"--read-ahead-mb must be 0 (off) or more, got {read_ahead_mb}"))
     if engine not in engines:
         raise mark_collective(UsageError(f"--engine must be {' or '.join(engines)}, got {engine!r}"))
     return [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
@@ -351,7 +408,8 @@ def _topology_record(topology, n_atoms, source):
 @entry_point
 def bench_rmsd(inputs, topology=None, *, comm=None, select="name CA", calc_select=(), index=None, weights=None,
                reference=None, ref_frame=None, start=None, stop=None, step=None, begin=None, end=None, dt=None,
-               group=None, block_frames=1024, compute_load=1, repeat=1, engine="blocks", format=None, progress=None):
+               group=None, block_frames=1024, compute_load=1, repeat=1, engine="blocks", format=None, progress=None,
+               read_ahead_mb=None):
     """Run the parallel RMSD benchmark and return the RMSDs and the report (rank 0; None elsewhere).
 
     The RMSDs equal MDAnalysis's ``rms.RMSD(u, select=select, groupselections=calc_select,
@@ -401,6 +459,11 @@ def bench_rmsd(inputs, topology=None, *, comm=None, select="name CA", calc_selec
     progress : bool, optional
         Progress of each run on rank 0 (frames of the whole job, updated per block); by
         default as :mod:`h5mdtool.parallel.progress` decides (a terminal: a live bar).
+    read_ahead_mb : int, optional
+        MiB of whole frames each other rank may read while rank 0 resolves the analysis
+        (blocks engine, frames chosen by number; :mod:`h5mdtool.bench.read_ahead`); 0 turns
+        it off. Default: a quarter of the node's available memory shared by its ranks, at
+        most 2 GiB per rank.
 
     Returns
     -------
@@ -417,8 +480,9 @@ def bench_rmsd(inputs, topology=None, *, comm=None, select="name CA", calc_selec
         Missing or unreadable input, parts, topology, reference or index; selections that
         match nothing or differ; atom counts that differ. Every rank raises it together.
     """
-    paths = checked_options(inputs, block_frames, repeat, compute_load, engine)
+    paths = checked_options(inputs, block_frames, repeat, compute_load, engine, read_ahead_mb=read_ahead_mb)
     topology, topology_source = root_call(comm, resolve_topology, paths, topology)
+    budget = read_ahead_budget(comm, read_ahead_mb)
     options = AnalysisOptions(select=select, calc_select=tuple(calc_select), index=index, weights=weights,
                               reference=reference, ref_frame=ref_frame, start=start, stop=stop, step=step,
                               begin=begin, end=end, dt=dt)
@@ -428,7 +492,7 @@ def bench_rmsd(inputs, topology=None, *, comm=None, select="name CA", calc_selec
     def run(number):
         label = "rmsd" if repeat == 1 else f"rmsd, run {number + 1} of {repeat}"
         return _run_once(paths, topology, options, group, block_frames, compute_load, engine, comm,
-                         input_format=format, progress=progress, label=label)
+                         input_format=format, progress=progress, label=label, read_ahead_bytes=budget)
 
     rmsd, info, plan, partition, records, runs = repeated(run, repeat, comm)
     if comm.rank != 0:

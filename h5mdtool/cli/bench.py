@@ -157,6 +157,7 @@ input_and_frames_options = compose(
 @input_and_frames_options
 @click.option("--engine", type=click.Choice(["blocks", "frames"]), default="blocks", show_default=True, help="blocks: blocks of frames read at once (H5MD: only the span of the atoms used) and a batched numpy kernel; frames: MDAnalysis iterated frame by frame as the papers did (each load timed as I/O, each superposition as compute).")
 @click.option("--block-frames", type=click.IntRange(min=1), default=1024, show_default=True, help="Frames read and superposed at once per rank, bounding memory (capped at the frames a rank reads; for H5MD chunked by several frames, whole chunks, at least one).")
+@click.option("--read-ahead-mb", type=click.IntRange(min=0), default=None, metavar="MIB", help="While rank 0 resolves the analysis (topology, selections, reference), every other rank reads whole frames of its share, up to MIB MiB each, and rank 0 then hands them the end of its share, so its setup is shared instead of waited for (blocks engine, frames chosen by number). 0: off. Default: a quarter of the node's available memory divided among its ranks, at most 2048.")
 @click.option("--compute-load", type=click.IntRange(min=1), default=1, show_default=True, help="Repeat each superposition K times, as the 40x/70x/100x RMSD loads of Khoshlessan et al. 2020 (cited below): raises the compute/I-O ratio to see how the advice and the scaling change (a synthetic load; 'bench dihedrals' is the papers' real compute-bound workload).")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="Number of runs; the report's headline is the fastest, every run is kept.")
 @click.option("--out", "out_path", default=None, metavar="FILE.json", help="Write the JSON report here (per-rank timings in seconds, bytes read, stragglers, compute/I-O ratio, advice, provenance).")
@@ -168,7 +169,7 @@ input_and_frames_options = compose(
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of the table.")
 @click.option("--progress/--no-progress", default=None, help="Progress of each run on rank 0, per block of frames (its cost is negligible next to a block's read and fit). Default: a live bar when the output reaches a terminal, also under mpirun; sparse lines under srun; none in logs (docs/convert.md).")
 def rmsd_command(inputs, topology, select, calc_select, index, weights, reference, ref_frame, group, input_format, start, stop,
-                 step, begin, end, dt, engine, block_frames, compute_load, repeat, out_path, rmsd_out, time_unit,
+                 step, begin, end, dt, engine, block_frames, read_ahead_mb, compute_load, repeat, out_path, rmsd_out, time_unit,
                  rmsd_unit, plot_path, force, as_json, progress):
     """RMSD after optimal superposition, frames split over MPI ranks, every phase timed.
 
@@ -182,8 +183,9 @@ def rmsd_command(inputs, topology, select, calc_select, index, weights, referenc
     reference), t_init_traj (inspecting and opening the trajectory, importing its
     decoders), t_io, t_compute, t_wait (any wait for another rank: for rank 0's setup, at
     a collective open, at the barrier after the loop), t_comm (broadcasts and the Gatherv
-    of the results). The serial part (rank 0 alone resolving the analysis while the others
-    wait) is reported apart. Stragglers are judged on each
+    of the results). While rank 0 resolves the analysis the other ranks read ahead
+    (--read-ahead-mb) and take the end of its share; the serial part (rank 0 alone while
+    every other rank waits idle) is reported apart. Stragglers are judged on each
     rank's own io + compute (the serial part left out); the compute/I-O ratio of the
     advice is the typical (median) rank's.
 
@@ -215,7 +217,7 @@ def rmsd_command(inputs, topology, select, calc_select, index, weights, referenc
                         weights=None if weights == "none" else weights, reference=reference, ref_frame=ref_frame,
                         start=start, stop=stop, step=step, begin=begin, end=end, dt=dt, group=group, format=input_format,
                         block_frames=block_frames, compute_load=compute_load, repeat=repeat, engine=engine,
-                        progress=progress)
+                        progress=progress, read_ahead_mb=read_ahead_mb)
     if comm.rank != 0:
         return
     report = result["report"]
@@ -268,6 +270,7 @@ def print_dihedrals_report(report):
 @input_and_frames_options
 @click.option("--engine", type=click.Choice(["blocks", "frames"]), default="blocks", show_default=True, help="blocks: blocks of frames read at once and a batched numpy kernel; frames: MDAnalysis iterated frame by frame and one MDAnalysis calc_dihedrals call per angle, as the papers' code called dihedral.value() (each load timed as I/O, each frame's angles as compute).")
 @click.option("--block-frames", type=click.IntRange(min=1), default=1024, show_default=True, help="Frames read and featurized at once per rank, bounding memory (capped at the frames a rank reads; for H5MD chunked by several frames, whole chunks, at least one).")
+@click.option("--read-ahead-mb", type=click.IntRange(min=0), default=None, metavar="MIB", help="While rank 0 resolves the analysis (topology, selections, reference), every other rank reads whole frames of its share, up to MIB MiB each, and rank 0 then hands them the end of its share, so its setup is shared instead of waited for (blocks engine, frames chosen by number). 0: off. Default: a quarter of the node's available memory divided among its ranks, at most 2048.")
 @click.option("--compute-load", type=click.IntRange(min=1), default=1, show_default=True, help="Repeat each frame's (or block's) featurization K times: a synthetic load on top of the real one.")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="Number of runs; the report's headline is the fastest, every run is kept.")
 @click.option("--out", "out_path", default=None, metavar="FILE.json", help="Write the JSON report here (per-rank timings in seconds, bytes read, stragglers, compute/I-O ratio, advice, provenance).")
@@ -277,7 +280,8 @@ def print_dihedrals_report(report):
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of the table.")
 @click.option("--progress/--no-progress", default=None, help="Accepted for symmetry with other commands; the benchmark shows no bar (it would disturb the timings).")
 def dihedrals_command(inputs, topology, select, index, group, input_format, start, stop, step, begin, end, dt, engine,
-                      block_frames, compute_load, repeat, out_path, features_out, plot_path, force, as_json, progress):
+                      block_frames, read_ahead_mb, compute_load, repeat, out_path, features_out, plot_path, force, as_json,
+                      progress):
     """Backbone dihedral featurization, frames split over MPI ranks, every phase timed.
 
     The papers' compute-bound workload (dihedral featurization, Algorithm 2 of Khoshlessan,
@@ -311,7 +315,8 @@ def dihedrals_command(inputs, topology, select, index, group, input_format, star
     root_call(comm, _check_outputs, (out_path, features_out, plot_path), (*inputs, topology), force, plot_path)
     result = bench_dihedrals(list(inputs), topology, comm=comm, select=select, index=index, start=start, stop=stop,
                              step=step, begin=begin, end=end, dt=dt, group=group, format=input_format,
-                             block_frames=block_frames, compute_load=compute_load, repeat=repeat, engine=engine)
+                             block_frames=block_frames, compute_load=compute_load, repeat=repeat, engine=engine,
+                             read_ahead_mb=read_ahead_mb)
     if comm.rank != 0:
         return
     report = result["report"]

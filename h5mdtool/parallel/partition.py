@@ -11,7 +11,7 @@
   most).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -38,15 +38,36 @@ class Partition:
     bounds: list
     units: int = 0
     shared_units: int = 0
+    ranges: list = None
+    read_ahead: list = None
+
+    def rank_ranges(self, rank):
+        """The ``[a, b)`` position ranges *rank* analyses: its bounds, or after
+        :meth:`shed` its share and its piece of rank 0's."""
+        if self.ranges is None:
+            a, b = self.bounds[rank]
+            return [(a, b)] if b > a else []
+        return self.ranges[rank]
 
     def counts(self):
-        """Frames per rank."""
-        return [b - a for a, b in self.bounds]
+        """Frames per rank (after :meth:`shed`, with the frames moved)."""
+        return [sum(b - a for a, b in self.rank_ranges(rank)) for rank in range(len(self.bounds))]
+
+    def shed(self, ahead, selected, chunk_frames=1):
+        """This partition with the end of rank 0's share moved to the ranks that read *ahead*
+        frames while it planned (:func:`shed_root_frames`)."""
+        ranges = shed_root_frames(self.bounds, ahead, selected, chunk_frames)
+        return replace(self, ranges=ranges, read_ahead=[round(float(k), 1) for k in ahead])
 
     def describe(self):
-        """JSON-ready summary for the report."""
-        return {"scheme": self.scheme, "units": self.units, "shared_units": self.shared_units,
-                "frames_per_rank": self.counts()}
+        """JSON-ready summary for the report (with :meth:`shed`: the frames' worth of work
+        each rank did ahead, and each rank's share as first planned)."""
+        summary = {"scheme": self.scheme, "units": self.units, "shared_units": self.shared_units,
+                   "frames_per_rank": self.counts()}
+        if self.read_ahead is not None:
+            summary.update(read_ahead_saved_frames=self.read_ahead,
+                           planned_frames_per_rank=[b - a for a, b in self.bounds])
+        return summary
 
 
 def _unit_bounds(unit_ids):
@@ -96,3 +117,59 @@ def partition_frames(selected, n_ranks, chunk_frames=1, part_edges=None):
         unit_bounds = _unit_bounds(selected // int(chunk_frames))
         return Partition("chunks", _by_units(unit_bounds, n_ranks), len(unit_bounds) - 1, 0)
     return Partition("frames", balanced_slices(len(selected), n_ranks))
+
+
+def shed_root_frames(bounds, ahead, selected, chunk_frames=1):
+    """Move the end of rank 0's share to the ranks that read ahead while rank 0 worked alone.
+
+    While rank 0 resolves an analysis (the serial part of ``bench rmsd``) the other ranks
+    read the first frames of their shares (:mod:`h5mdtool.bench.read_ahead`). Rank 0 then
+    keeps the head of its share and the end is divided among the other ranks, so that each
+    rank is left with as many frames still to read as the others: rank 0 gives away
+    ``(N - 1) / N`` times its unread frames less the others' mean, rounded to the nearest chunk
+    boundary (no chunk is read by two ranks).
+
+    Parameters
+    ----------
+    bounds : list of (int, int)
+        :attr:`Partition.bounds`: each rank's ``[a, b)`` positions in *selected*.
+    ahead : sequence of float
+        Frames' worth of work each rank has done ahead from the start of its share (rank
+        0's is ignored): the frames it read, less the compute they still need
+        (:meth:`h5mdtool.bench.read_ahead.ReadAhead.saved_frames`).
+    selected : numpy.ndarray of int
+        The selected frame numbers (increasing), for chunk boundaries.
+    chunk_frames : int
+        Frames per storage chunk (1 when it means nothing).
+
+    Returns
+    -------
+    list of list of (int, int)
+        Per rank, its non-empty ranges of positions in *selected*: rank 0 the head of its
+        share; every other rank its own share, then its piece of rank 0's end.
+
+    Examples
+    --------
+    >>> shed_root_frames([(0, 100), (100, 200)], [0, 40], np.arange(200))
+    [[(0, 80)], [(100, 200), (80, 100)]]
+    """
+    n_ranks = len(bounds)
+    ranges = [[(a, b)] if b > a else [] for a, b in bounds]
+    if n_ranks < 2 or not any(ahead[1:]):
+        return ranges
+    unread = [b - a - (k if rank else 0) for rank, ((a, b), k) in enumerate(zip(bounds, ahead))]
+    excess = (unread[0] - sum(unread[1:]) / (n_ranks - 1)) * (n_ranks - 1) / n_ranks
+    first, last = bounds[0]
+    cut = last - int(round(min(max(excess, 0.0), last - first)))
+    if chunk_frames > 1 and first < cut < last:  # to the nearest chunk boundary
+        units = np.asarray(selected[first:last], np.int64) // int(chunk_frames)
+        edges = np.concatenate([[first], first + np.flatnonzero(np.diff(units)) + 1, [last]])
+        cut = int(edges[np.argmin(np.abs(edges - cut))])
+    if cut >= last:
+        return ranges
+    ranges[0] = [(first, cut)] if cut > first else []
+    pieces = partition_frames(np.asarray(selected[cut:last]), n_ranks - 1, chunk_frames).bounds
+    for rank, (a, b) in enumerate(pieces, 1):
+        if b > a:
+            ranges[rank].append((cut + a, cut + b))
+    return ranges

@@ -7,7 +7,8 @@ command running long enough to be interrupted (``convert``, ``split``). Unset, a
 one dictionary lookup.
 
 Sites: ``convert-round`` (each round of collective writes), ``split-part`` (each part
-written), ``rmsd-block`` (each block of frames read and superposed, while reading),
+written), ``rmsd-block`` (each block of frames read and superposed, while reading; each
+block read ahead while rank 0 plans),
 ``bench-setup`` (rank 0's inspection of the input in ``bench rmsd``, which the other ranks
 wait for).
 

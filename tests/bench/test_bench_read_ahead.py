@@ -1,0 +1,212 @@
+"""Reading ahead while rank 0 plans (h5mdtool.bench.read_ahead): the other ranks read whole
+frames of their share meanwhile, rank 0 sheds the end of its share to them, the serial part
+is only what nobody overlapped, and the results stay those of one rank."""
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from benchcheck import check_report, every_report_adds_up  # noqa: F401 - autouse fixture
+from h5mdtool import bench_dihedrals, bench_rmsd, convert
+from h5mdtool.bench.analysis import AnalysisOptions
+from h5mdtool.bench.read_ahead import ReadAhead, planned_share, read_ahead_budget
+from h5mdtool.parallel.errors import UsageError
+from h5mdtool.parallel.mpi import SerialComm
+from h5mdtool.parallel.partition import partition_frames, shed_root_frames
+
+
+def _needs_ranks(comm):
+    if comm.size == 1:
+        pytest.skip("needs several ranks (runs under mpirun -n 2 and -n 3)")
+
+
+def _serial(benchmark, *args, **kwargs):
+    """The same benchmark on this rank alone (the oracle of the parallel run)."""
+    return benchmark(*args, comm=SerialComm(), read_ahead_mb=0, **kwargs)
+
+
+def _values(result):
+    return result["rmsd"] if "rmsd" in result else result["features"]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("benchmark", [bench_rmsd, bench_dihedrals], ids=["rmsd", "dihedrals"])
+def test_others_read_their_share_while_rank_0_plans(comm, adk, monkeypatch, benchmark):
+    """AdK's 98 frames: the others read all of their share during rank 0's 3 s setup, then
+    wait; the serial part is that wait (the least of the others'), not rank 0's setup; rank 0
+    hands them the end of its share and the values equal one rank's."""
+    _needs_ranks(comm)
+    setup = 3.0
+    monkeypatch.setenv("H5MDTOOL_TEST_DELAY", f"bench-setup:0:{setup}")
+    comm.Barrier()
+    result = benchmark(adk[1], adk[0], comm=comm)
+    expected = _serial(benchmark, adk[1], adk[0]) if comm.rank == 0 else None
+    if comm.rank != 0:
+        return
+    np.testing.assert_array_equal(_values(result), _values(expected))
+    report = result["report"]
+    check_report(report)
+    root, others = report["ranks"][0], report["ranks"][1:]
+    partition = report["partition"]
+    planned = partition["planned_frames_per_rank"]
+    assert root["t_serial"] >= setup and root["n_read_ahead"] == 0 and "t_plan_wait" not in root
+    for record in others:
+        assert record["n_read_ahead"] == planned[record["rank"]]  # the whole share: a small trajectory
+        assert record["t_read_ahead"] > 0 and record["t_io"] >= record["t_read_ahead"]
+        assert record["t_init_top"] < 0.05 * setup
+        # reading ahead is their work, the rest of rank 0's setup their wait
+        assert record["t_plan_wait"] >= setup - record["t_init_traj"] - record["t_io"] - 0.2 * setup
+        assert record["t_wait"] >= record["t_plan_wait"]
+    assert report["t_serial"] == pytest.approx(min(r["t_plan_wait"] for r in others))
+    assert report["t_serial"] < root["t_serial"]
+    assert sum(partition["frames_per_rank"]) == sum(planned) == report["n_analysed"]
+    assert partition["frames_per_rank"][0] < planned[0]  # rank 0 gave frames away
+    assert all(saved > 0 for saved in partition["read_ahead_saved_frames"][1:])
+    assert [r["n_frames"] for r in report["ranks"]] == partition["frames_per_rank"]
+
+
+@pytest.mark.mpi
+def test_rank_0_sheds_what_the_others_read_ahead(comm, adk, monkeypatch):
+    """Others slowed to 0.6 s per block of 3 frames read part of their share during rank 0's
+    2 s setup, never waiting idle for it; rank 0 keeps fewer frames by about what they read
+    (less their compute), and the RMSDs equal one rank's."""
+    _needs_ranks(comm)
+    slow = ",".join(f"rmsd-block:{rank}:0.6" for rank in range(1, comm.size))
+    monkeypatch.setenv("H5MDTOOL_TEST_DELAY", f"bench-setup:0:2.0,{slow}")
+    comm.Barrier()
+    result = bench_rmsd(adk[1], adk[0], comm=comm, block_frames=3)
+    expected = _serial(bench_rmsd, adk[1], adk[0]) if comm.rank == 0 else None
+    if comm.rank != 0:
+        return
+    np.testing.assert_array_equal(result["rmsd"], expected["rmsd"])
+    report = result["report"]
+    partition = report["partition"]
+    planned, final = partition["planned_frames_per_rank"], partition["frames_per_rank"]
+    for record in report["ranks"][1:]:
+        assert 0 < record["n_read_ahead"] < planned[record["rank"]]
+        assert record["t_plan_wait"] < 0.7  # reading, not waiting, until rank 0 was done
+    assert report["t_serial"] < 0.7 < 2.0 <= report["ranks"][0]["t_serial"]
+    given_away = planned[0] - final[0]
+    read = [r["n_read_ahead"] for r in report["ranks"][1:]]
+    # rank 0 sheds (N - 1) / N of the others' mean lead (their compute is a few microseconds)
+    assert given_away == pytest.approx(np.mean(read) * (comm.size - 1) / comm.size, abs=2)
+    assert sum(final) == sum(planned)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("kind", ["H5MD", "H5MD-chunks", "DCD"])
+def test_strided_and_chunked_frames_read_ahead_equal_one_rank(comm, shared_tmp, adk, monkeypatch, kind):
+    """Regression: frames read ahead one by one (a --step selection) were views of one reused
+    buffer, every frame of a block the last one read. Chunks of 7 frames: rank 0 sheds whole
+    chunks."""
+    _needs_ranks(comm)
+    path = adk[1]
+    if kind.startswith("H5MD"):
+        path = os.path.join(shared_tmp, f"adk-{kind}.h5md")
+        convert(adk[1], path, comm=comm, progress=False, compression="none",
+                chunk_frames=7 if kind == "H5MD-chunks" else None)
+    monkeypatch.setenv("H5MDTOOL_TEST_DELAY", "bench-setup:0:0.5")
+    for options in ({"step": 3}, {"start": 5, "stop": 90}):
+        comm.Barrier()
+        result = bench_rmsd(path, adk[0], comm=comm, block_frames=4, **options)
+        expected = _serial(bench_rmsd, path, adk[0], **options) if comm.rank == 0 else None
+        if comm.rank != 0:
+            continue
+        np.testing.assert_array_equal(result["rmsd"], expected["rmsd"])
+        records = result["report"]["ranks"]
+        assert all(r["n_read_ahead"] > 0 for r in records[1:]), records
+        if kind == "H5MD-chunks":  # every rank's frames are whole chunks but at the selection's ends
+            frames = result["rmsd"][:, 0].astype(int)
+            for record in records:
+                if record["n_frames"]:
+                    first, last = record["first_frame"], record["last_frame"]
+                    assert first == frames[0] or first % 7 == 0 or record["rank"] != 0
+                    assert last == frames[-1] or (last + 1) % 7 == 0 or record["rank"] != 0
+
+
+@pytest.mark.mpi
+def test_no_read_ahead_when_frames_are_chosen_by_time_or_budget_is_zero(comm, adk):
+    _needs_ranks(comm)
+    for kwargs in ({"begin": 10.0}, {"read_ahead_mb": 0}):
+        result = bench_rmsd(adk[1], adk[0], comm=comm, **kwargs)
+        if comm.rank == 0:
+            report = result["report"]
+            assert all(r["n_read_ahead"] == 0 for r in report["ranks"])
+            assert report["partition"]["frames_per_rank"] == report["partition"]["planned_frames_per_rank"]
+
+
+def test_no_read_ahead_on_one_rank(adk):
+    result = bench_rmsd(adk[1], adk[0], comm=SerialComm())
+    report = result["report"]
+    assert report["ranks"][0]["n_read_ahead"] == 0 and "read_ahead_saved_frames" not in report["partition"]
+    assert report["t_serial"] == pytest.approx(report["ranks"][0]["t_serial"])
+
+
+def test_budget():
+    assert read_ahead_budget(SerialComm()) == 0
+    assert read_ahead_budget(SerialComm(), 3) == 3 << 20
+    with pytest.raises(UsageError, match="read-ahead-mb"):
+        bench_rmsd("x.xtc", "x.psf", comm=SerialComm(), read_ahead_mb=-1)
+
+
+def test_planned_share_is_the_partition_of_the_plan(adk):
+    from h5mdtool.bench.inputs import inspect_input
+
+    info = inspect_input([adk[1]])
+    for start, stop, step in ((None, None, None), (5, 90, 3), (97, None, None), (200, None, None)):
+        options = AnalysisOptions(start=start, stop=stop, step=step)
+        frames = np.arange(info.n_frames)[slice(start, stop, step)]
+        for n_ranks in (2, 3, 7):
+            bounds = partition_frames(frames, n_ranks).bounds
+            for rank in range(n_ranks):
+                share = planned_share(info, options, n_ranks, rank, 1)
+                np.testing.assert_array_equal(share, frames[slice(*bounds[rank])])
+    assert planned_share(info, AnalysisOptions(begin=1.0), 2, 1, 1) is None
+    assert planned_share(info, AnalysisOptions(step=0), 2, 1, 1) is None  # rank 0's plan refuses it
+
+
+@settings(max_examples=300, deadline=None)
+@given(n_frames=st.integers(0, 400), step=st.integers(1, 4), n_ranks=st.integers(1, 6),
+       chunk=st.sampled_from([1, 1, 3, 26]), data=st.data())
+def test_shedding_keeps_every_frame_once_on_chunk_boundaries(n_frames, step, n_ranks, chunk, data):
+    selected = np.arange(0, n_frames, step)
+    bounds = partition_frames(selected, n_ranks, chunk).bounds
+    ahead = [0.0] + [data.draw(st.floats(0, max(b - a, 0))) for a, b in bounds[1:]]
+    ranges = shed_root_frames(bounds, ahead, selected, chunk)
+    positions = sorted(p for rank_ranges in ranges for a, b in rank_ranges for p in range(a, b))
+    assert positions == list(range(len(selected)))  # every frame exactly once
+    for rank in range(1, n_ranks):
+        a, b = bounds[rank]
+        assert ranges[rank][:1] == ([(a, b)] if b > a else [])  # its own share first, whole
+        assert len(ranges[rank]) <= 2
+    units = selected // chunk
+    for rank_ranges in ranges:
+        for a, b in rank_ranges:  # no chunk divided between ranks (but as the partition did)
+            inner = {int(x) for x in np.flatnonzero(np.diff(units)) + 1} | {0, len(selected)}
+            assert a in inner or a == bounds[0][0] or any(a == lo for lo, _ in bounds)
+            assert b in inner or any(b == hi for _, hi in bounds)
+    if n_ranks > 1 and chunk == 1:  # balanced to within a frame and rounding
+        unread = [b - a - (ahead[r] if r else 0) for r, (a, b) in enumerate(bounds)]
+        kept = sum(b - a for a, b in ranges[0])
+        others = [unread[r] + sum(b - a for a, b in ranges[r][1:]) for r in range(1, n_ranks)]
+        if kept > 0 and unread[0] > np.mean(unread[1:]):
+            assert abs(kept - np.mean(others)) <= 1.5
+
+
+def test_shedding_without_a_lead_changes_nothing():
+    bounds = [(0, 10), (10, 20), (20, 30)]
+    assert shed_root_frames(bounds, [0, 0, 0], np.arange(30)) == [[(0, 10)], [(10, 20)], [(20, 30)]]
+    assert shed_root_frames([(0, 10)], [0], np.arange(10)) == [[(0, 10)]]
+
+
+def test_saved_frames_count_the_compute_left():
+    ahead = ReadAhead()
+    ahead.frames = np.arange(100)
+    ahead.io_seconds = 0.3  # 3 ms a frame read ahead
+    assert ahead.saved_frames(computed=100, compute=0.001) == pytest.approx(100)
+    # 60 frames still to compute at 1 ms against 4 ms a frame: a quarter of each is left
+    assert ahead.saved_frames(computed=40, compute=0.001) == pytest.approx(100 - 60 * 0.25)
+    assert ReadAhead().saved_frames(0, 0.0) == 0.0
