@@ -60,7 +60,7 @@ def bench_report(path, n_ranks, report):
 def scaled(parameters, factor):
     """Model parameters with the parallel work *factor* times larger (the 1-rank time too)."""
     grown = dict(parameters, p=parameters["p"] * factor)
-    one = grown["s"] + grown["q"] + grown["c"] + grown["p"]
+    one = grown["s"] + grown["q"] + grown["c"] + grown["p"] + grown.get("o", 0.0)
     grown["measured"] = {1: one}
     return grown
 
@@ -83,7 +83,8 @@ def bench_input(label, path, repeat, scratch):
               "serial_over_t1": serial_2 / t[1], "model": parameters, "model_t2": model_2,
               "model_t2_over_measured": model_2 / t[2]}
     result["model_e16"] = predict(parameters, 16)["log"]["efficiency"]
-    print(f"  .. model: s {parameters['s']:.3f} s, q {parameters['q']:.3f} s, p {parameters['p']:.3f} s, "
+    print(f"  .. model: s {parameters['s']:.3f} s, q {parameters['q']:.3f} s, o {parameters['o']:.3f} s, "
+          f"p {parameters['p']:.3f} s, "
           f"k {parameters['k']:.2f}, a {parameters['a']:.3f} s; t(2) {model_2:.2f} s against {t[2]:.2f} s measured; "
           f"E(16) at this size {result['model_e16']:.2f}", flush=True)
     return result

@@ -2,22 +2,29 @@
 
 A run of N ranks is modelled as
 
-    t(N) = s + q / N + c + (p / N) (1 + k log2 N) + a log2 N     (collective costs growing with log N)
-    t(N) = s + q / N + c + (p / N) (1 + k log2 N) + b (N - 1)    (collective costs growing with N)
+    t(N) = s + q / N + c + max(W(N), o) + a log2 N     (collective costs growing with log N)
+    t(N) = s + q / N + c + max(W(N), o) + b (N - 1)    (collective costs growing with N)
+    W(N) = ((p + o) / N) (1 + k log2 N)
 
 with, from the fastest 1-rank run (its one rank record):
 
 - ``s``, the serial part: the setup that does not shrink with more ranks (``t_init_top`` +
-  ``t_init_traj``: topology, selections, reference, opening and inspecting the input);
+  ``t_init_traj``: topology, selections, reference, opening and inspecting the input), less
+  ``o``;
 - ``c``, the 1-rank run's ``t_comm``;
 - ``p``, the parallel part: ``t_io`` + ``t_compute``, the work the ranks divide;
 
 and from the fastest run at the second-smallest rank count M (2 in the usual 1-2 pair):
 
-- ``k``, the contention of the parallel part: its busiest rank's ``t_io + t_compute`` is
-  ``(p / M) (1 + k log2 M)`` (ranks contending for the disk, the page cache or memory
-  bandwidth, or frames shared unevenly; ``e = 1 / (1 + k log2 M)`` is the parallel part's
-  efficiency at M);
+- ``o``, the part of rank 0's setup the other ranks overlapped by reading ahead
+  (:mod:`h5mdtool.bench.read_ahead`): rank 0's setup less the run's serial part (the least
+  any other rank waited idle for it). Rank 0 hands the others frames for it, so it joins the
+  work the ranks divide; it bounds that work's time from below (rank 0 cannot finish before
+  its setup), and a run without reading ahead has ``o = 0``;
+- ``k``, the contention of the parallel part: its busiest rank's ``t_io + t_compute`` (rank
+  0's with the overlapped setup) is ``((p + o) / M) (1 + k log2 M)`` (ranks contending for
+  the disk, the page cache or memory bandwidth, or frames shared unevenly;
+  ``e = 1 / (1 + k log2 M)`` is the parallel part's efficiency at M);
 - the change of what every rank pays before and after its work, ``max over ranks of
   (t_init_top + t_init_traj + t_comm)`` at M less ``s + c``. A growth is charged per
   doubling of the ranks, ``a`` (tree-shaped collectives: broadcasts, gathers, a collective
@@ -55,7 +62,7 @@ def fit(runs_by_ranks):
     Returns
     -------
     dict
-        ``s``, ``q``, ``c``, ``p``, ``a``, ``b`` (seconds), ``k`` and ``e`` (the parallel part's
+        ``s``, ``q``, ``o``, ``c``, ``p``, ``a``, ``b`` (seconds), ``k`` and ``e`` (the parallel part's
         contention, and its efficiency at the second rank count), ``from_ranks``
         (the two rank counts used) and ``measured`` (rank count -> fastest t_total).
 
@@ -73,14 +80,25 @@ def fit(runs_by_ranks):
     s = sum(one[phase] for phase in SETUP)
     c = one["t_comm"]
     p = one["t_io"] + one["t_compute"]
-    busiest = max(r["t_io"] + r["t_compute"] for r in run["ranks"])
-    k = (second * busiest / p - 1) / math.log2(second) if p > 0 else 0.0
-    change = max(sum(r[phase] for phase in SETUP) + r["t_comm"] for r in run["ranks"]) - (s + c)
+    o = min(overlapped_setup(run), s)  # a setup slower beside the others' reading is growth, not overlap
+    busiest = max(r["t_io"] + r["t_compute"] + (r.get("setup_shared") or 0.0) for r in run["ranks"])
+    k = (second * busiest / (p + o) - 1) / math.log2(second) if p + o > 0 else 0.0
+    change = max(sum(r[phase] for phase in SETUP) + r["t_comm"] - (r.get("setup_shared") or 0.0)
+                 for r in run["ranks"]) - (s - o + c)
     growth = max(change, 0.0)
     q = max(-change, 0.0) * second / (second - 1)
-    return {"s": s - q, "q": q, "c": c, "p": p, "k": k, "e": 1 / (1 + k * math.log2(second)),
+    return {"s": s - o - q, "q": q, "o": o, "c": c, "p": p, "k": k, "e": 1 / (1 + k * math.log2(second)),
             "a": growth / math.log2(second), "b": growth / (second - 1), "from_ranks": [1, second],
             "measured": {n: _fastest(runs)["t_total"] for n, runs in sorted(runs_by_ranks.items())}}
+
+
+def overlapped_setup(run):
+    """Seconds of rank 0's setup the other ranks overlapped by reading ahead in *run*: its
+    setup less the run's serial part (0 for a run without reading ahead, and on one rank)."""
+    ranks = run["ranks"]
+    if len(ranks) < 2 or run.get("t_serial") is None or not ranks[0].get("serial"):
+        return 0.0
+    return max(sum(ranks[0]["serial"].values()) - run["t_serial"], 0.0)
 
 
 def predict(parameters, n_ranks):
@@ -96,7 +114,9 @@ def predict(parameters, n_ranks):
     if n_ranks < 1:
         raise UsageError(f"--model takes a rank count of at least 1, got {n_ranks}")
     m = parameters
-    base = m["s"] + m["q"] / n_ranks + m["c"] + m["p"] / n_ranks * (1 + m["k"] * math.log2(n_ranks))
+    o = m.get("o", 0.0)
+    divided = max((m["p"] + o) / n_ranks * (1 + m["k"] * math.log2(n_ranks)), o)
+    base = m["s"] + m["q"] / n_ranks + m["c"] + divided
     t1 = m["measured"][1]
     result = {"n_ranks": n_ranks, "measured": m["measured"].get(n_ranks)}
     for form, growth in (("log", m["a"] * math.log2(n_ranks)), ("linear", m["b"] * (n_ranks - 1))):
@@ -124,8 +144,9 @@ def describe(result):
     m = result["parameters"]
     lines = [
         f"model from the {m['from_ranks'][0]}- and {m['from_ranks'][1]}-rank runs: "
-        f"t(N) = s + q/N + c + (p/N)(1 + k log2 N) + a log2 N  (or + b (N - 1))",
-        f"  s = {m['s']:.3f} s serial setup, q = {m['q']:.3f} s divided setup, c = {m['c']:.3f} s, "
+        f"t(N) = s + q/N + c + max(((p + o)/N)(1 + k log2 N), o) + a log2 N  (or + b (N - 1))",
+        f"  s = {m['s']:.3f} s serial setup, q = {m['q']:.3f} s divided setup, "
+        f"o = {m.get('o', 0.0):.3f} s setup overlapped by reading ahead, c = {m['c']:.3f} s, "
         f"p = {m['p']:.3f} s parallel work, "
         f"k = {m['k']:.2f} (its efficiency at {m['from_ranks'][1]} ranks {m['e']:.2f}), "
         f"a = {m['a']:.3f} s per doubling (b = {m['b']:.3f} s per added rank)",

@@ -38,7 +38,7 @@ from .engines import BlocksEngine, FramesEngine
 from .frames import checked_part_scans
 from .inputs import inspect_input, open_source
 from .read_ahead import ReadAhead, planned_share, read_ahead, read_ahead_budget
-from .timing import WORK_PHASES, PhaseClock, find_stragglers, own, serial_seconds
+from .timing import WORK_PHASES, PhaseClock, find_stragglers, own, serial_seconds, share_setup
 
 #: Compute-to-I/O ratio from which Khoshlessan et al. 2020's Heuristic 1 applies (its text lost the symbol
 #: of the threshold, "much larger than 1"; its compute-bound workloads had ratios of 11, 19
@@ -373,6 +373,7 @@ def summarise(records, kind=None):
         ``ratio_compute_comm`` (its Eq. 8, sums over ranks) and ``advice`` for that ratio and
         *kind* of input.
     """
+    share_setup(records)
     compute = sum(r["t_compute"] for r in records)
     comm_time = sum(r["t_comm"] for r in records)
     ratio = typical_ratio(records)

@@ -93,8 +93,19 @@ def own(record, phase):
 
 def work(record):
     """A rank's own work on its share of the frames: reading and computing
-    (:data:`JUDGED_PHASES`), rank 0's serial part left out."""
-    return sum(own(record, phase) for phase in JUDGED_PHASES)
+    (:data:`JUDGED_PHASES`), rank 0's serial part left out; for rank 0, also the part of its
+    setup the other ranks overlapped by reading ahead (``setup_shared``, :func:`share_setup`),
+    which it did instead of the frames it handed them."""
+    return sum(own(record, phase) for phase in JUDGED_PHASES) + record.get("setup_shared", 0.0)
+
+
+def share_setup(records):
+    """Record on rank 0's record the seconds of its setup the others did not wait for
+    (``setup_shared``: its setup less the serial part), so that :func:`work` compares it
+    with the ranks that took over part of its frames."""
+    if len(records) > 1 and records[0].get("serial"):
+        setup = sum(records[0]["serial"].values())
+        records[0]["setup_shared"] = max(setup - serial_seconds(records), 0.0)
 
 
 def serial_seconds(records):

@@ -114,22 +114,39 @@ def print_runs(report):
               "     MB/s  files  host")
     for run in report["runs"]:
         click.echo(f"run {run['repeat'] + 1}/{len(report['runs'])}: t_total {run['t_total']:.3f} s (seconds per phase; "
-                   "work = the rank's own io + compute, rank 0's serial part left out)")
+                   "work = the rank's own io + compute; rank 0's: with the part of its setup the others overlapped, "
+                   "without the serial part)")
         click.echo(header)
         for r in run["ranks"]:
             click.echo(f"{r['rank']:>4} {r['n_frames']:>7} {r['t_init_top']:>9.3f} {r['t_init_traj']:>9.3f} "
                        f"{r['t_io']:>8.3f} {r['t_compute']:>8.3f} {r['t_wait']:>8.3f} {r['t_comm']:>8.3f} "
                        f"{r['t_total']:>8.3f} {work(r):>8.3f} {_fmt(r.get('mb_per_s'), 8, 1)} "
                        f"{r.get('files_opened', 0):>6}  {r['host']}")
+        _print_read_ahead(run, partition)
         if run.get("t_serial") is not None:
             click.echo(f"serial part: {run['t_serial']:.3f} s ({100 * (run['serial_fraction'] or 0):.1f}% of t_total), "
-                       "rank 0 alone resolving the analysis (topology, selections, reference) while the others waited")
+                       "rank 0 alone resolving the analysis (topology, selections, reference) while every other "
+                       "rank waited idle")
         click.echo(describe_stragglers(run["stragglers"]))
     best = report["runs"][report["best_repeat"]]
     total_bytes = sum(r.get("bytes_read") or 0 for r in best["ranks"])
     click.echo(f"best run: {report['best_repeat'] + 1}, t_total {report['t_total']:.3f} s; "
                f"read {human_bytes(total_bytes)} in all")
     click.echo(f"advice: {report['advice']}")
+
+
+def _print_read_ahead(run, partition):
+    """What the other ranks read while rank 0 planned, and what rank 0 handed them."""
+    planned = partition.get("planned_frames_per_rank")
+    others = run["ranks"][1:]
+    if planned is None or not others:
+        return
+    read = sum(r.get("n_read_ahead", 0) for r in others)
+    setup = run["ranks"][0].get("t_serial") or 0.0
+    handed = planned[0] - run["ranks"][0]["n_frames"]
+    click.echo(f"read ahead: while rank 0 planned ({setup:.3f} s) the other ranks read {read} frames "
+               f"({max(r.get('t_read_ahead', 0.0) for r in others):.3f} s at most); rank 0 handed them {handed} "
+               f"of its {planned[0]} frames")
 
 
 #: Options of every benchmark: the particle group, the input format and the frames analysed.

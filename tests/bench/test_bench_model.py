@@ -104,3 +104,57 @@ def test_cli_prints_the_prediction(tmp_path, template):
     assert float(row[2]) == pytest.approx(exact_time(16), abs=1e-3)  # measured "-", then t for log N
     done = CliRunner().invoke(cli, ["bench", "report", *paths, "--model", "0"])
     assert done.exit_code == 2
+
+
+def read_ahead_ranks(n, costs=TRUE):
+    """Rank records of an n-rank run in which the others read ahead through all of rank 0's
+    setup (``top``) and rank 0 handed them frames for it: every rank does (io + compute +
+    top) / n of work (times the contention), rank 0's part of it being its setup."""
+    spread = costs["a"] * math.log2(n)
+    share = (costs["io"] + costs["compute"] + costs["top"]) / n * (1 + costs["k"] * math.log2(n))
+    io_part = costs["io"] / (costs["io"] + costs["compute"])
+    records = []
+    for rank in range(n):
+        own = share - costs["top"] if rank == 0 and n > 1 else share if n > 1 else costs["io"] + costs["compute"]
+        record = {"rank": rank, "host": "node", "n_frames": 1000 // n, "t_init_top": costs["top"] if rank == 0 else 0.0,
+                  "t_init_traj": costs["traj"] + spread, "t_io": own * io_part, "t_compute": own * (1 - io_part),
+                  "t_wait": 0.0, "t_comm": costs["comm"], "bytes_read": 1, "files_opened": 1, "opened": ["md.h5md"],
+                  "n_read_ahead": 0 if rank == 0 else 10}
+        if rank == 0:
+            record.update(serial={"t_init_top": costs["top"], "t_init_traj": 0.0, "t_io": 0.0, "t_compute": 0.0},
+                          t_serial=costs["top"])
+        else:
+            record["t_plan_wait"] = 0.0
+        record["t_total"] = sum(record[p] for p in PHASES)
+        record["mb_per_s"] = 1.0
+        records.append(record)
+    return records
+
+
+def read_ahead_time(n, costs=TRUE):
+    work = (costs["io"] + costs["compute"] + costs["top"]) / n * (1 + costs["k"] * math.log2(n))
+    return costs["traj"] + costs["comm"] + costs["a"] * math.log2(n) + max(work, costs["top"])
+
+
+def test_setup_overlapped_by_reading_ahead_joins_the_divided_work(template):
+    """With the others reading ahead through rank 0's setup, the setup is divided like the
+    frames (o), down to the rank count where rank 0's setup alone is longer than a share."""
+    costs = dict(TRUE, top=0.6)
+    reports = []
+    for n in (1, 2, 4, 16):
+        report = copy.deepcopy(template)
+        run = {"repeat": 0, **summarise(read_ahead_ranks(n, costs), "H5MD")}
+        report.update(n_ranks=n, runs=[run], best_repeat=0, t_total=run["t_total"], ranks=run["ranks"],
+                      stragglers=run["stragglers"])
+        reports.append(report)
+        assert run["t_serial"] == (costs["top"] if n == 1 else 0.0)
+        assert run["stragglers"]["ranks"] == []  # rank 0's overlapped setup is its share of the work
+    model = bench_report(reports, model_ranks=1024)["model"]
+    fitted = model["parameters"]
+    assert fitted["o"] == pytest.approx(costs["top"]) and fitted["s"] == pytest.approx(costs["traj"])
+    assert fitted["k"] == pytest.approx(costs["k"]) and fitted["a"] == pytest.approx(costs["a"])
+    for check in model["checks"]:
+        assert check["log"]["t_total"] == pytest.approx(read_ahead_time(check["n_ranks"], costs)), check
+    # 8.6 s of work over 1024 ranks is less than rank 0's 0.6 s setup: that bounds the run
+    assert model["prediction"]["log"]["t_total"] == pytest.approx(read_ahead_time(1024, costs))
+    assert read_ahead_time(1024, costs) == pytest.approx(costs["traj"] + costs["comm"] + 10 * costs["a"] + costs["top"])
