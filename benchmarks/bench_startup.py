@@ -7,8 +7,8 @@
   time just before it becomes the Python process, and the test hook ``H5MDTOOL_TEST_MARK``
   marks the end of its first read (one frame: ``--block-frames 1``). Target <= 0.5 s on
   every rank. Rank 0 imports MDAnalysis to read the topology (about 0.4 s of this on an idle
-  core); the other ranks wait for its plan before they read (``python -X importtime``
-  shows what each imports).
+  core) before its first read; the other ranks read ahead while it plans (the hook marks
+  their first block read ahead; ``python -X importtime`` shows what each imports).
 """
 
 import os

@@ -171,11 +171,12 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
     # second block's, when there is one: the first call pays the kernel's warm-up)
     sampled = ahead.blocks[:2]
     sample = np.empty((sum(len(positions) for positions, _ in sampled), 2 + plan.n_values))
+    saved = 0.0
     if len(sample):
         seconds = engines[engine](ahead, plan, compute_load).run_read(sampled, plan.read_indices, sample, clock)
         saved = ahead.saved_frames(len(sample), seconds[-1] / len(sampled[-1][0]))
     if reads_ahead:  # rank 0 gives the end of its share to the ranks that read ahead
-        partition = partition.shed(comm.allgather(saved if len(sample) else 0.0), plan.frames, chunk_frames)
+        partition = partition.shed(comm.allreduce(saved), plan.frames, chunk_frames)
         clock.charge("t_comm")
     ranges = partition.rank_ranges(comm.rank)
     local = np.concatenate([plan.frames[a:b] for a, b in ranges]) if ranges else plan.frames[:0]
@@ -232,7 +233,7 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
     record = {"rank": comm.rank, "host": socket.gethostname(), "n_frames": len(local),
               "first_frame": int(local.min()) if len(local) else None,
               "last_frame": int(local.max()) if len(local) else None, "n_read_ahead": len(ahead),
-              "t_read_ahead": ahead.io_seconds,
+              "t_read_ahead": ahead.io_seconds, "read_ahead_saved": saved,
               **clock.record()}
     if serial is not None:
         record.update(serial=serial, t_serial=sum(serial.values()))

@@ -39,7 +39,7 @@ class Partition:
     units: int = 0
     shared_units: int = 0
     ranges: list = None
-    read_ahead: list = None
+    read_ahead: float = None
 
     def rank_ranges(self, rank):
         """The ``[a, b)`` position ranges *rank* analyses: its bounds, or after
@@ -54,10 +54,10 @@ class Partition:
         return [sum(b - a for a, b in self.rank_ranges(rank)) for rank in range(len(self.bounds))]
 
     def shed(self, ahead, selected, chunk_frames=1):
-        """This partition with the end of rank 0's share moved to the ranks that read *ahead*
-        frames while it planned (:func:`shed_root_frames`)."""
+        """This partition with the end of rank 0's share moved to the ranks that did *ahead*
+        frames' worth of work in all while it planned (:func:`shed_root_frames`)."""
         ranges = shed_root_frames(self.bounds, ahead, selected, chunk_frames)
-        return replace(self, ranges=ranges, read_ahead=[round(float(k), 1) for k in ahead])
+        return replace(self, ranges=ranges, read_ahead=round(float(ahead), 1))
 
     def describe(self):
         """JSON-ready summary for the report (with :meth:`shed`: the frames' worth of work
@@ -124,18 +124,18 @@ def shed_root_frames(bounds, ahead, selected, chunk_frames=1):
 
     While rank 0 resolves an analysis (the serial part of ``bench rmsd``) the other ranks
     read the first frames of their shares (:mod:`h5mdtool.bench.read_ahead`). Rank 0 then
-    keeps the head of its share and the end is divided among the other ranks, so that each
-    rank is left with as many frames still to read as the others: rank 0 gives away
-    ``(N - 1) / N`` times its unread frames less the others' mean, rounded to the nearest chunk
-    boundary (no chunk is read by two ranks).
+    keeps the head of its share and the end is divided evenly among the other ranks, so that
+    rank 0 is left with as many frames still to do as the others on average: it gives away
+    ``(N - 1) / N`` times its frames less the others' mean of frames left, rounded to the
+    nearest chunk boundary (no chunk is read by two ranks).
 
     Parameters
     ----------
     bounds : list of (int, int)
         :attr:`Partition.bounds`: each rank's ``[a, b)`` positions in *selected*.
-    ahead : sequence of float
-        Frames' worth of work each rank has done ahead from the start of its share (rank
-        0's is ignored): the frames it read, less the compute they still need
+    ahead : float
+        Frames' worth of work the other ranks did ahead, in all (one ``allreduce``): the
+        frames they read, less the compute those still need
         (:meth:`h5mdtool.bench.read_ahead.ReadAhead.saved_frames`).
     selected : numpy.ndarray of int
         The selected frame numbers (increasing), for chunk boundaries.
@@ -150,16 +150,16 @@ def shed_root_frames(bounds, ahead, selected, chunk_frames=1):
 
     Examples
     --------
-    >>> shed_root_frames([(0, 100), (100, 200)], [0, 40], np.arange(200))
+    >>> shed_root_frames([(0, 100), (100, 200)], 40, np.arange(200))
     [[(0, 80)], [(100, 200), (80, 100)]]
     """
     n_ranks = len(bounds)
     ranges = [[(a, b)] if b > a else [] for a, b in bounds]
-    if n_ranks < 2 or not any(ahead[1:]):
+    if n_ranks < 2 or ahead <= 0:
         return ranges
-    unread = [b - a - (k if rank else 0) for rank, ((a, b), k) in enumerate(zip(bounds, ahead))]
-    excess = (unread[0] - sum(unread[1:]) / (n_ranks - 1)) * (n_ranks - 1) / n_ranks
+    others = (sum(b - a for a, b in bounds[1:]) - ahead) / (n_ranks - 1)
     first, last = bounds[0]
+    excess = (last - first - others) * (n_ranks - 1) / n_ranks
     cut = last - int(round(min(max(excess, 0.0), last - first)))
     if chunk_frames > 1 and first < cut < last:  # to the nearest chunk boundary
         units = np.asarray(selected[first:last], np.int64) // int(chunk_frames)
