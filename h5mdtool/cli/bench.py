@@ -373,7 +373,7 @@ def _print_scaling(result):
                    f"S(N) = {baseline['n_ranks']} t({baseline['n_ranks']}) / t(N); S and E marked *")
     mark = "" if baseline["measured"] else "*"
     if baseline.get("serial_fraction") is not None:
-        click.echo(f"serial part (rank 0 alone while the others wait) at {baseline['n_ranks']} rank(s): "
+        click.echo(f"serial part (rank 0 alone while every other rank waits idle) at {baseline['n_ranks']} rank(s): "
                    f"{100 * baseline['serial_fraction']:.1f}% of t_total; E_par(N): efficiency of the rest, "
                    "(t(1) - serial(1)) / (N (t(N) - serial(N)))")
     click.echo(_runs_line(result))
@@ -434,7 +434,7 @@ def report_command(runs, layouts_mode, plot_path, as_csv, as_json, force, model_
     each, R the smallest --repeat among the reports (a first run includes start-up), the speed-up
     S(N) = t(1)/t(N) and efficiency E(N) = S(N)/N against the measured 1-rank run (without
     one, marked * and "assumed": the smallest rank count N0 counts as perfectly scaled,
-    S(N) = N0 t(N0)/t(N)), the serial part (rank 0 alone while the others wait) and the
+    S(N) = N0 t(N0)/t(N)), the serial part (rank 0 alone while every other rank waits idle) and the
     efficiency of the rest, E_par(N) = (t(1) - serial(1)) / (N (t(N) - serial(N))), the mean
     of each phase over ranks (s), the slowest rank's work (its own io + compute) and the
     stragglers.
