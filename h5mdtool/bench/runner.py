@@ -5,16 +5,17 @@ Split-apply-combine as in Khoshlessan et al. 2020 (sections 3 and 5) and Jakupov
 1. the ranks inspect the input (format, frame count, XTC/TRR offsets found by all ranks
    together, H5MD metadata read by rank 0 and broadcast, parts) (:mod:`h5mdtool.bench.inputs`);
 2. rank 0 resolves the analysis (topology, selections, weights, reference, frames) and
-   broadcasts it (:mod:`h5mdtool.bench.analysis`);
-3. the frames are divided following the input's layout (:mod:`h5mdtool.parallel.partition`); every
-   rank opens the trajectory and computes the RMSDs of its frames
-   (:mod:`h5mdtool.bench.engines`);
+   broadcasts it (:mod:`h5mdtool.bench.analysis`), while the other ranks read whole frames
+   of their shares ahead (:mod:`h5mdtool.bench.read_ahead`);
+3. the frames are divided following the input's layout (:mod:`h5mdtool.parallel.partition`),
+   rank 0 handing the end of its share to the ranks that read ahead; every rank opens the
+   trajectory and computes the RMSDs of its frames (:mod:`h5mdtool.bench.engines`);
 4. a barrier (the straggler signal), then ``Gatherv`` of the results to rank 0.
 
 Every second of each rank's run is charged to one phase (:mod:`h5mdtool.bench.timing`), so the
-per-rank table adds up; waiting for another rank is ``t_wait`` wherever it happens, step 2
-is the run's serial part (``t_serial``, reported apart), and stragglers are judged on
-each rank's own work outside it.
+per-rank table adds up; waiting for another rank is ``t_wait`` wherever it happens, what
+nobody else worked during step 2 is the run's serial part (``t_serial``, reported apart),
+and stragglers are judged on each rank's own work outside it.
 ``bench report`` (:mod:`h5mdtool.bench.report`) combines reports of several runs.
 """
 
@@ -366,7 +367,7 @@ def summarise(records, kind=None):
     -------
     dict
         ``t_total`` (the slowest rank), ``ranks``, ``t_serial`` (the serial part: rank 0
-        alone resolving the analysis while the others waited) and
+        alone resolving the analysis while every other rank waited idle) and
         ``serial_fraction`` (of ``t_total``), ``stragglers`` (judged on each rank's own work
         outside the serial part, :func:`h5mdtool.bench.timing.find_stragglers`),
         ``ratio_compute_io`` (Khoshlessan et al. 2020's Eq. 7 on the typical rank: the median

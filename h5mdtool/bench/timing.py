@@ -7,10 +7,12 @@ exactly one of those phases, so ``t_total`` is their sum. Time a rank spends wai
 another (for rank 0's inspection and setup, in a broadcast, before a collective open, at the
 final barrier) is ``t_wait`` wherever it happens; the other phases hold the rank's own work.
 
-Rank 0 first inspects the input and resolves the analysis alone while the others wait: that
-*serial part* is recorded apart (``serial``: its seconds per phase, ``t_serial`` their sum),
-and :func:`find_stragglers` judges every rank on its own reading and computing outside it,
-:func:`work`: ``t_io + t_compute`` less rank 0's serial part of them. (Judged on
+Rank 0 resolves the analysis alone while the others read ahead, then wait: rank 0's setup
+is recorded apart (``serial``: its seconds per phase), the run's *serial part* is what no
+other rank worked during it (:func:`serial_seconds`), and :func:`find_stragglers` judges
+every rank on its own reading and computing outside it, :func:`work`: ``t_io +
+t_compute`` less rank 0's setup part of them, plus the part of rank 0's setup the others
+overlapped. (Judged on
 ``t_total``, every rank looks alike, since all of them leave the final barrier together;
 judged with the serial part or start-up, rank 0 or the others would look slow for work
 that is not their share of the frames.)
