@@ -174,8 +174,12 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
     sample = np.empty((sum(len(positions) for positions, _ in sampled), 2 + plan.n_values))
     saved = 0.0
     if len(sample):
-        seconds = engines[engine](ahead, plan, compute_load).run_read(sampled, plan.read_indices, sample, clock)
-        saved = ahead.saved_frames(len(sample), seconds[-1] / len(sampled[-1][0]))
+        try:
+            seconds = engines[engine](ahead, plan, compute_load).run_read(sampled, plan.read_indices, sample, clock)
+            saved = ahead.saved_frames(len(sample), seconds[-1] / len(sampled[-1][0]))
+        except Exception:  # noqa: BLE001 - never alone out of the allreduce: read them again, reported there
+            ahead, sampled, sample = ReadAhead(), [], sample[:0]
+            clock.charge("t_compute")
     if reads_ahead:  # rank 0 gives the end of its share to the ranks that read ahead
         partition = partition.shed(comm.allreduce(saved), plan.frames, chunk_frames)
         clock.charge("t_comm")

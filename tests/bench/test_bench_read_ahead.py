@@ -211,3 +211,31 @@ def test_saved_frames_count_the_compute_left():
     # 60 frames still to compute at 1 ms against 4 ms a frame: a quarter of each is left
     assert ahead.saved_frames(computed=40, compute=0.001) == pytest.approx(100 - 60 * 0.25)
     assert ReadAhead().saved_frames(0, 0.0) == 0.0
+
+
+@pytest.mark.mpi
+def test_a_failure_computing_frames_read_ahead_reads_them_again(comm, adk, monkeypatch):
+    """A rank whose first blocks read ahead cannot be computed (here: made to raise) does not
+    leave the others alone in the sum of the work done ahead: it drops what it read ahead
+    and reads those frames again; the values equal one rank's."""
+    _needs_ranks(comm)
+    from h5mdtool.bench.engines import BlocksEngine
+
+    original = BlocksEngine.run_read
+    calls = []
+
+    def failing_once(self, *args, **kwargs):
+        calls.append(1)
+        if comm.rank == 1 and len(calls) == 1:
+            raise MemoryError("test: no memory for the sample")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(BlocksEngine, "run_read", failing_once)
+    monkeypatch.setenv("H5MDTOOL_TEST_DELAY", "bench-setup:0:0.5")
+    result = bench_rmsd(adk[1], adk[0], comm=comm)
+    expected = _serial(bench_rmsd, adk[1], adk[0]) if comm.rank == 0 else None
+    if comm.rank != 0:
+        return
+    np.testing.assert_array_equal(result["rmsd"], expected["rmsd"])
+    records = result["report"]["ranks"]
+    assert records[1]["n_read_ahead"] == 0 and records[1]["read_ahead_saved"] == 0.0
