@@ -181,7 +181,8 @@ def read_ahead(info, frames, block_frames, chunk_frames, budget, ready, clock, r
         by the run itself, every rank together, when it reads the frame again).
     """
     ahead = ReadAhead()
-    frame_bytes = info.n_atoms * 3 * 4  # float32 positions, as the readers return them
+    itemsize = np.dtype(info.index.dtype).itemsize if info.index is not None else 4  # float32 mostly
+    frame_bytes = info.n_atoms * 3 * itemsize
     if budget < frame_bytes or len(frames) == 0 or ready():
         return ahead
     source = None
