@@ -79,6 +79,15 @@ class Interrupted:
         return [line for line in self.stderr.splitlines() if line.startswith("error:")]
 
 
+def _default_signal_actions():
+    """In the child: the signals h5mdtool takes only at their default action (SIGHUP, SIGUSR1...)
+    back at it, as a terminal or a batch system starts a job. The suite itself may run under
+    ``nohup`` (SIGHUP ignored, inherited), where h5mdtool rightly leaves SIGHUP ignored and a
+    test sending it would wait in vain."""
+    for name in interrupts.ONLY_IF_DEFAULT:
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
+
+
 def interrupt(args, ready, signal_name, *, ranks=None, target="launcher", delays="", cwd=None, marks=None):
     """Run ``h5mdtool ARGS``, wait for *ready()*, send the signal to *target*, collect.
 
@@ -92,7 +101,7 @@ def interrupt(args, ready, signal_name, *, ranks=None, target="launcher", delays
     if marks is not None:
         environment["H5MDTOOL_TEST_MARK"] = marks  # testhooks: DIR/SITE-RANK once a site is reached
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=environment, cwd=cwd, start_new_session=True)
+                               env=environment, cwd=cwd, start_new_session=True, preexec_fn=_default_signal_actions)
     output = {}
     reader = threading.Thread(target=lambda: output.update(zip(("stdout", "stderr"), process.communicate())))
     reader.start()
