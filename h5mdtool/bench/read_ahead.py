@@ -92,16 +92,15 @@ def planned_share(info, options, n_ranks, rank, chunk_frames):
     chunk_frames : int
         Frames per chunk the partition follows (1 but for the blocks engine on H5MD).
     """
-    from ..formats import select_frames
     from ..formats.frametimes import by_time
+    from .analysis import select_frames
 
     if by_time(options.begin, options.end, options.dt):
         return None
     try:
-        chosen = select_frames(info.n_frames, options.start, options.stop, options.step)
+        frames = select_frames(info.n_frames, options, times=None)  # by number: no times needed
     except Exception:  # noqa: BLE001 - rank 0's plan raises it for every rank
         return None
-    frames = np.arange(chosen.start, chosen.stop, chosen.step)
     first, last = partition_frames(frames, n_ranks, chunk_frames, info.part_edges()).bounds[rank]
     return frames[first:last]
 

@@ -32,6 +32,10 @@ class Partition:
         Parts (or chunks) holding selected frames; 0 for ``frames`` on an unsplit input.
     shared_units : int
         Parts (or chunks) read by more than one rank.
+    ranges : list of list of (int, int) or None
+        After :meth:`shed`: each rank's ranges (its share, and its piece of rank 0's end).
+    saved_ahead : float or None
+        After :meth:`shed`: the frames' worth of work the other ranks did ahead, in all.
     """
 
     scheme: str
@@ -39,7 +43,7 @@ class Partition:
     units: int = 0
     shared_units: int = 0
     ranges: list = None
-    read_ahead: float = None
+    saved_ahead: float = None
 
     def rank_ranges(self, rank):
         """The ``[a, b)`` position ranges *rank* analyses: its bounds, or after
@@ -57,15 +61,15 @@ class Partition:
         """This partition with the end of rank 0's share moved to the ranks that did *ahead*
         frames' worth of work in all while it planned (:func:`shed_root_frames`)."""
         ranges = shed_root_frames(self.bounds, ahead, selected, chunk_frames)
-        return replace(self, ranges=ranges, read_ahead=round(float(ahead), 1))
+        return replace(self, ranges=ranges, saved_ahead=round(float(ahead), 1))
 
     def describe(self):
         """JSON-ready summary for the report (with :meth:`shed`: the frames' worth of work
         each rank did ahead, and each rank's share as first planned)."""
         summary = {"scheme": self.scheme, "units": self.units, "shared_units": self.shared_units,
                    "frames_per_rank": self.counts()}
-        if self.read_ahead is not None:
-            summary.update(read_ahead_saved_frames=self.read_ahead,
+        if self.saved_ahead is not None:
+            summary.update(read_ahead_saved_frames=self.saved_ahead,
                            planned_frames_per_rank=[b - a for a, b in self.bounds])
         return summary
 
