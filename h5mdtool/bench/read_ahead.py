@@ -13,10 +13,13 @@ by every rank instead of being waited for.
 
 The frames read ahead are read by each rank on its own (an H5MD file without MPI-IO), since
 rank 0 is not there to open the file collectively; the rest of the run is read as before.
-Frames chosen by time (``-b/-e/--dt``) and the ``frames`` engine do not read ahead, nor does
-a split trajectory: rank 0's frames lie in its own parts, and every rank taking a piece of
-them would open and scan a part it does not read otherwise, the shared-file traffic that
-splitting avoids.
+Frames chosen by time (``-b/-e/--dt``) and the ``frames`` engine do not read ahead.
+
+A split trajectory reads ahead too, each rank in its own parts; rank 0's end lies in its
+part, which a rank taking a piece of it opens and scans from the start (an XTC part's frame
+headers) besides its own: so the end goes in pieces of :data:`PART_PIECE_FRAMES` frames at
+least to as few ranks as that needs (at 384 ranks a few ranks, not all 383, touch rank 0's
+part).
 """
 
 import numpy as np
@@ -36,6 +39,9 @@ FALLBACK_BUDGET = 256 << 20
 #: Frames per block read ahead at most: rank 0, once done, waits for the block being read
 #: (128 AdK frames: about 5 ms from an H5MD file in the page cache, 20 ms from an XTC here).
 BLOCK_FRAMES = 128
+#: Frames of rank 0's end a rank takes at least when the trajectory is split: taking a piece
+#: costs it an open and a scan of rank 0's part (2 us a frame header for an XTC here).
+PART_PIECE_FRAMES = 256
 
 
 def available_memory():

@@ -38,7 +38,7 @@ from .digest import data_digest, results_digest
 from .engines import BlocksEngine, FramesEngine
 from .frames import checked_part_scans
 from .inputs import inspect_input, open_source
-from .read_ahead import ReadAhead, planned_share, read_ahead, read_ahead_budget
+from .read_ahead import PART_PIECE_FRAMES, ReadAhead, planned_share, read_ahead, read_ahead_budget
 from .timing import WORK_PHASES, PhaseClock, find_stragglers, own, serial_seconds, share_setup
 
 #: Compute-to-I/O ratio from which Khoshlessan et al. 2020's Heuristic 1 applies (its text lost the symbol
@@ -148,7 +148,7 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
     info = inspect_input(paths, group, input_format, comm=comm)
     clock.charge("t_init_traj")
     chunk_frames = info.chunk_frames if engine == "blocks" else 1
-    reads_ahead = engine == "blocks" and is_parallel(comm) and info.kind != "split"  # the same on every rank
+    reads_ahead = engine == "blocks" and is_parallel(comm)  # the same on every rank
     share = None
     if reads_ahead and comm.rank != 0 and read_ahead_bytes > 0:
         share = planned_share(info, options, comm.size, comm.rank, chunk_frames)
@@ -181,7 +181,8 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
             ahead, sampled, sample = ReadAhead(), [], sample[:0]
             clock.charge("t_compute")
     if reads_ahead:  # rank 0 gives the end of its share to the ranks that read ahead
-        partition = partition.shed(comm.allreduce(saved), plan.frames, chunk_frames)
+        partition = partition.shed(comm.allreduce(saved), plan.frames, chunk_frames,
+                                   PART_PIECE_FRAMES if info.kind == "split" else 1)
         clock.charge("t_comm")
     ranges = partition.rank_ranges(comm.rank)
     local = np.concatenate([plan.frames[a:b] for a, b in ranges]) if ranges else plan.frames[:0]

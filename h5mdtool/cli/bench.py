@@ -11,6 +11,16 @@ from ..parallel.sizes import human_bytes
 from .options import compose, emit_json, input_format_option, select_not_a_file
 
 
+#: bench rmsd's and bench dihedrals' --read-ahead-mb
+READ_AHEAD_OPTION = click.option(
+    "--read-ahead-mb", type=click.IntRange(min=0), default=None, metavar="MIB",
+    help="While rank 0 resolves the analysis (topology, selections, reference), every other rank reads whole "
+         "frames of its share, up to MIB MiB each, and rank 0 then hands them the end of its share, so its setup "
+         "is shared instead of waited for (blocks engine, frames chosen by number; a split trajectory's end of "
+         "rank 0's part goes in pieces of 256 frames at least). 0: off. Default: a quarter of the node's available "
+         "memory divided among its ranks, at most 2048.")
+
+
 @click.group("bench")
 def command():
     """Benchmarks of parallel trajectory analysis, timed per MPI rank.
@@ -174,7 +184,7 @@ input_and_frames_options = compose(
 @input_and_frames_options
 @click.option("--engine", type=click.Choice(["blocks", "frames"]), default="blocks", show_default=True, help="blocks: blocks of frames read at once (H5MD: only the span of the atoms used) and a batched numpy kernel; frames: MDAnalysis iterated frame by frame as the papers did (each load timed as I/O, each superposition as compute).")
 @click.option("--block-frames", type=click.IntRange(min=1), default=1024, show_default=True, help="Frames read and superposed at once per rank, bounding memory (capped at the frames a rank reads; for H5MD chunked by several frames, whole chunks, at least one).")
-@click.option("--read-ahead-mb", type=click.IntRange(min=0), default=None, metavar="MIB", help="While rank 0 resolves the analysis (topology, selections, reference), every other rank reads whole frames of its share, up to MIB MiB each, and rank 0 then hands them the end of its share, so its setup is shared instead of waited for (blocks engine, frames chosen by number, not a split trajectory). 0: off. Default: a quarter of the node's available memory divided among its ranks, at most 2048.")
+@READ_AHEAD_OPTION
 @click.option("--compute-load", type=click.IntRange(min=1), default=1, show_default=True, help="Repeat each superposition K times, as the 40x/70x/100x RMSD loads of Khoshlessan et al. 2020 (cited below): raises the compute/I-O ratio to see how the advice and the scaling change (a synthetic load; 'bench dihedrals' is the papers' real compute-bound workload).")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="Number of runs; the report's headline is the fastest, every run is kept.")
 @click.option("--out", "out_path", default=None, metavar="FILE.json", help="Write the JSON report here (per-rank timings in seconds, bytes read, stragglers, compute/I-O ratio, advice, provenance).")
@@ -287,7 +297,7 @@ def print_dihedrals_report(report):
 @input_and_frames_options
 @click.option("--engine", type=click.Choice(["blocks", "frames"]), default="blocks", show_default=True, help="blocks: blocks of frames read at once and a batched numpy kernel; frames: MDAnalysis iterated frame by frame and one MDAnalysis calc_dihedrals call per angle, as the papers' code called dihedral.value() (each load timed as I/O, each frame's angles as compute).")
 @click.option("--block-frames", type=click.IntRange(min=1), default=1024, show_default=True, help="Frames read and featurized at once per rank, bounding memory (capped at the frames a rank reads; for H5MD chunked by several frames, whole chunks, at least one).")
-@click.option("--read-ahead-mb", type=click.IntRange(min=0), default=None, metavar="MIB", help="While rank 0 resolves the analysis (topology, selections, reference), every other rank reads whole frames of its share, up to MIB MiB each, and rank 0 then hands them the end of its share, so its setup is shared instead of waited for (blocks engine, frames chosen by number, not a split trajectory). 0: off. Default: a quarter of the node's available memory divided among its ranks, at most 2048.")
+@READ_AHEAD_OPTION
 @click.option("--compute-load", type=click.IntRange(min=1), default=1, show_default=True, help="Repeat each frame's (or block's) featurization K times: a synthetic load on top of the real one.")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="Number of runs; the report's headline is the fastest, every run is kept.")
 @click.option("--out", "out_path", default=None, metavar="FILE.json", help="Write the JSON report here (per-rank timings in seconds, bytes read, stragglers, compute/I-O ratio, advice, provenance).")

@@ -57,10 +57,10 @@ class Partition:
         """Frames per rank (after :meth:`shed`, with the frames moved)."""
         return [sum(b - a for a, b in self.rank_ranges(rank)) for rank in range(len(self.bounds))]
 
-    def shed(self, ahead, selected, chunk_frames=1):
+    def shed(self, ahead, selected, chunk_frames=1, min_piece=1):
         """This partition with the end of rank 0's share moved to the ranks that did *ahead*
         frames' worth of work in all while it planned (:func:`shed_root_frames`)."""
-        ranges = shed_root_frames(self.bounds, ahead, selected, chunk_frames)
+        ranges = shed_root_frames(self.bounds, ahead, selected, chunk_frames, min_piece)
         return replace(self, ranges=ranges, saved_ahead=round(float(ahead), 1))
 
     def describe(self):
@@ -123,15 +123,18 @@ def partition_frames(selected, n_ranks, chunk_frames=1, part_edges=None):
     return Partition("frames", balanced_slices(len(selected), n_ranks))
 
 
-def shed_root_frames(bounds, ahead, selected, chunk_frames=1):
+def shed_root_frames(bounds, ahead, selected, chunk_frames=1, min_piece=1):
     """Move the end of rank 0's share to the ranks that read ahead while rank 0 worked alone.
 
     While rank 0 resolves an analysis (the serial part of ``bench rmsd``) the other ranks
     read the first frames of their shares (:mod:`h5mdtool.bench.read_ahead`). Rank 0 then
-    keeps the head of its share and the end is divided evenly among the other ranks, so that
-    rank 0 is left with as many frames still to do as the others on average: it gives away
-    ``(N - 1) / N`` times its frames less the others' mean of frames left, rounded to the
-    nearest chunk boundary (no chunk is read by two ranks).
+    keeps the head of its share and the end is divided evenly among K other ranks (ranks 1
+    to K), so that rank 0 is left with as many frames still to do as the others on average:
+    it gives away ``K / (K + 1)`` times its frames less the others' mean of frames left,
+    rounded to the nearest chunk boundary (no chunk is read by two ranks). K is every other
+    rank, or fewer where pieces of *min_piece* frames need fewer: each rank taking a piece
+    of a split trajectory's part opens that part and scans it from its start, so at scale a
+    few ranks take larger pieces instead of every rank a few frames.
 
     Parameters
     ----------
@@ -145,12 +148,15 @@ def shed_root_frames(bounds, ahead, selected, chunk_frames=1):
         The selected frame numbers (increasing), for chunk boundaries.
     chunk_frames : int
         Frames per storage chunk (1 when it means nothing).
+    min_piece : int
+        Frames a piece of rank 0's end should hold at least (one rank takes the whole end
+        when it is smaller).
 
     Returns
     -------
     list of list of (int, int)
         Per rank, its non-empty ranges of positions in *selected*: rank 0 the head of its
-        share; every other rank its own share, then its piece of rank 0's end.
+        share; every other rank its own share, then its piece of rank 0's end (if any).
 
     Examples
     --------
@@ -163,7 +169,11 @@ def shed_root_frames(bounds, ahead, selected, chunk_frames=1):
         return ranges
     others = (sum(b - a for a, b in bounds[1:]) - ahead) / (n_ranks - 1)
     first, last = bounds[0]
-    excess = (last - first - others) * (n_ranks - 1) / n_ranks
+    lead = last - first - others  # rank 0's frames left beyond the others' mean
+    receivers = n_ranks - 1
+    if min_piece > 1:  # K: pieces of lead / (K + 1) frames hold min_piece at least, 1 <= K < N
+        receivers = int(min(receivers, max(1, lead // min_piece - 1)))
+    excess = lead * receivers / (receivers + 1)
     cut = last - int(round(min(max(excess, 0.0), last - first)))
     if chunk_frames > 1 and first < cut < last:  # to the nearest chunk boundary
         units = np.asarray(selected[first:last], np.int64) // int(chunk_frames)
@@ -172,7 +182,7 @@ def shed_root_frames(bounds, ahead, selected, chunk_frames=1):
     if cut >= last:
         return ranges
     ranges[0] = [(first, cut)] if cut > first else []
-    pieces = partition_frames(np.asarray(selected[cut:last]), n_ranks - 1, chunk_frames).bounds
+    pieces = partition_frames(np.asarray(selected[cut:last]), receivers, chunk_frames).bounds
     for rank, (a, b) in enumerate(pieces, 1):
         if b > a:
             ranges[rank].append((cut + a, cut + b))

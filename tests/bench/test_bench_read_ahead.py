@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchcheck import check_report, every_report_adds_up  # noqa: F401 - autouse fixture
-from h5mdtool import bench_dihedrals, bench_rmsd, convert
+from h5mdtool import bench_dihedrals, bench_rmsd, convert, split
 from h5mdtool.bench.analysis import AnalysisOptions
 from h5mdtool.bench.read_ahead import ReadAhead, planned_share, read_ahead_budget
 from h5mdtool.parallel.errors import UsageError
@@ -129,6 +129,39 @@ def test_strided_and_chunked_frames_read_ahead_equal_one_rank(comm, shared_tmp, 
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("form", ["same", "h5md"])
+def test_split_parts_read_ahead_and_rank_0s_end_goes_to_one_rank(comm, shared_tmp, adk, monkeypatch, form):
+    """A split trajectory reads ahead too: each rank in its own parts during rank 0's setup.
+    Rank 0's end (less than two pieces of PART_PIECE_FRAMES) goes to rank 1 alone, the only
+    rank besides rank 0 to open rank 0's part; the values equal one rank's."""
+    _needs_ranks(comm)
+    outdir = os.path.join(shared_tmp, f"parts-{form}")
+    split(adk[1], outdir, 2 * comm.size, comm=comm, format=form, progress=False)
+    monkeypatch.setenv("H5MDTOOL_TEST_DELAY", "bench-setup:0:1.0")
+    comm.Barrier()
+    result = bench_rmsd(outdir, adk[0], comm=comm, block_frames=4)
+    expected = _serial(bench_rmsd, outdir, adk[0]) if comm.rank == 0 else None
+    if comm.rank != 0:
+        return
+    np.testing.assert_array_equal(result["rmsd"], expected["rmsd"])
+    report = result["report"]
+    partition = report["partition"]
+    assert partition["scheme"] == "parts" and partition["shared_units"] == 0
+    records = report["ranks"]
+    planned, final = partition["planned_frames_per_rank"], partition["frames_per_rank"]
+    assert all(r["n_read_ahead"] == planned[r["rank"]] for r in records[1:])  # all of it: 98 frames
+    assert report["t_serial"] == pytest.approx(min(r["t_plan_wait"] for r in records[1:]))
+    assert report["t_serial"] < records[0]["t_serial"] and records[0]["t_serial"] >= 1.0
+    planned, final = partition["planned_frames_per_rank"], partition["frames_per_rank"]
+    assert final[0] < planned[0] and final[1] > planned[1] and final[2:] == planned[2:]
+    root_parts = set(records[0]["opened"])
+    assert len(root_parts) == 2
+    taken = [r["rank"] for r in records[1:] if root_parts & set(r["opened"])]
+    assert taken == [1]  # rank 0's last part, besides its own two
+    assert len(set(records[1]["opened"])) == 3
+
+
+@pytest.mark.mpi
 def test_no_read_ahead_when_frames_are_chosen_by_time_or_budget_is_zero(comm, adk):
     _needs_ranks(comm)
     for kwargs in ({"begin": 10.0}, {"read_ahead_mb": 0}):
@@ -176,7 +209,7 @@ def test_shedding_keeps_every_frame_once_on_chunk_boundaries(n_frames, step, n_r
     selected = np.arange(0, n_frames, step)
     bounds = partition_frames(selected, n_ranks, chunk).bounds
     ahead = [0.0] + [data.draw(st.floats(0, max(b - a, 0))) for a, b in bounds[1:]]
-    ranges = shed_root_frames(bounds, sum(ahead), selected, chunk)
+    ranges = shed_root_frames(bounds, sum(ahead), selected, chunk, min_piece=1)
     positions = sorted(p for rank_ranges in ranges for a, b in rank_ranges for p in range(a, b))
     assert positions == list(range(len(selected)))  # every frame exactly once
     for rank in range(1, n_ranks):
@@ -195,6 +228,31 @@ def test_shedding_keeps_every_frame_once_on_chunk_boundaries(n_frames, step, n_r
         others = [unread[r] + sum(b - a for a, b in ranges[r][1:]) for r in range(1, n_ranks)]
         if kept > 0 and unread[0] > np.mean(unread[1:]):
             assert abs(kept - np.mean(others)) <= 1.5
+
+
+@settings(max_examples=300, deadline=None)
+@given(n_frames=st.integers(0, 20000), n_ranks=st.integers(2, 64), min_piece=st.sampled_from([2, 16, 256]),
+       lead=st.floats(0, 1), data=st.data())
+def test_shedding_in_pieces_of_min_piece_frames(n_frames, n_ranks, min_piece, lead, data):
+    """A split trajectory's rank 0 gives its end to as few ranks as pieces of *min_piece*
+    frames need (ranks 1 to K), balanced among them, every frame kept once."""
+    selected = np.arange(n_frames)
+    bounds = partition_frames(selected, n_ranks).bounds
+    ahead = [0.0] + [lead * (b - a) for a, b in bounds[1:]]
+    ranges = shed_root_frames(bounds, sum(ahead), selected, min_piece=min_piece)
+    positions = sorted(p for rank_ranges in ranges for a, b in rank_ranges for p in range(a, b))
+    assert positions == list(range(n_frames))
+    pieces = {rank: rank_ranges[1] for rank, rank_ranges in enumerate(ranges) if rank and len(rank_ranges) > 1}
+    assert sorted(pieces) == list(range(1, len(pieces) + 1))  # ranks 1 to K
+    sizes = [b - a for a, b in pieces.values()]
+    if len(sizes) > 1:  # several receivers only when each piece holds min_piece frames (and rounding)
+        assert min(sizes) >= min_piece - 1 and max(sizes) - min(sizes) <= 1
+        unread = [b - a - ahead[r] for r, (a, b) in enumerate(bounds)]
+        left = np.mean(unread[1:])
+        kept = sum(b - a for a, b in ranges[0])
+        assert abs(kept - (left + np.mean(sizes))) <= 1.5  # rank 0 as loaded as a receiver
+    if min_piece == 256 and sizes:
+        assert len(sizes) <= max(1, sum(sizes) // 256)
 
 
 def test_shedding_without_a_lead_changes_nothing():

@@ -14,7 +14,7 @@ from benchcheck import check_adds_up, every_report_adds_up  # noqa: F401 - autou
 from h5mdtool import bench_report, bench_rmsd, convert
 from h5mdtool.bench.runner import summarise
 from h5mdtool.cli.main import cli
-from h5mdtool.parallel.errors import InputError, UsageError
+from h5mdtool.parallel.errors import InputError
 from h5mdtool.bench.timing import PHASES
 
 
