@@ -13,7 +13,8 @@ source "${H5MDTOOL_DIR:-$HOME/h5mdtool}/.venv/bin/activate"
 
 PARTS=$SCRATCH/md-parts
 # 96 parts serve analysis jobs on 96, 48, 32, 24, ... ranks: when the rank count divides the
-# part count, each rank reads whole parts and opens only its own.
+# part count, each rank reads whole parts and opens only its own (but for the end of rank 0's
+# last part, which bench rmsd gives to a few ranks that read ahead while rank 0 set up).
 srun h5mdtool split md.part0001.xtc md.part0002.xtc --nparts 96 -o "$PARTS" --force --no-progress
 
 # An analysis on this job's 4 ranks: each reads 24 whole parts (the report's partition line
@@ -22,7 +23,7 @@ srun --ntasks=4 h5mdtool bench rmsd "$PARTS" --topology md.tpr --force --out rms
 
 # From Python, rank r of R reads the same parts:
 #   from h5mdtool import read_manifest
-#   from h5mdtool.bench.partition import partition_frames
+#   from h5mdtool.parallel.partition import partition_frames
 #   import numpy as np
 #   m = read_manifest("$PARTS")
 #   edges = [p.start for p in m.parts] + [m.n_frames]
