@@ -191,7 +191,7 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
         comm.Barrier()
         clock.charge("t_wait")
     scans = {}
-    if info.kind == "split":  # swapped or copied parts are refused before any frame is read
+    if info.kind == "split":  # swapped or copied parts refused before any frame but those read ahead
         with capture_errors() as failure:
             scans = checked_part_scans(info.manifest, local, info.h5md_group)
         clock.charge("t_init_traj")
