@@ -104,7 +104,7 @@ class TrajectoryFrames:
         self.reader.close()
 
 
-def checked_part_scans(manifest, frames, group=None):
+def checked_part_scans(manifest, frames, group=None, scanned=None):
     """Scan the parts of *manifest* holding *frames*, refusing any that holds other frames
     than the manifest records for it (swapped or copied parts).
 
@@ -118,6 +118,9 @@ def checked_part_scans(manifest, frames, group=None):
         Frame numbers of the whole trajectory (increasing).
     group : str, optional
         H5MD particle group of the parts.
+    scanned : dict, optional
+        Part path -> Segment already scanned (by :class:`ManifestFrames`: reading ahead),
+        checked without scanning the part again.
 
     Returns
     -------
@@ -136,7 +139,8 @@ def checked_part_scans(manifest, frames, group=None):
     starts = np.array([part.start for part in manifest.parts], np.int64)
     numbers = np.unique(np.searchsorted(starts, frames, side="right") - 1) if len(frames) else []
     parts = [manifest.parts[int(number)] for number in numbers]
-    scans = {part.path: scan_segment(part.path, group=group, near_step=part.first_step) for part in parts}
+    scanned = scanned or {}
+    scans = {part.path: scanned.get(part.path) or _scan_part(part, group) for part in parts}
     clocks = {path: segment_clock(segment) for path, segment in scans.items()}
     for part in parts:
         problem = clock_problem(manifest, part, *clocks[part.path], others=clocks)
@@ -145,8 +149,12 @@ def checked_part_scans(manifest, frames, group=None):
     return scans
 
 
-def _part_source(part, n_atoms, atom_indices, block_frames, group=None, segment=None):
-    segment = segment if segment is not None else scan_segment(part.path, group=group)
+def _scan_part(part, group=None):
+    """A part's :class:`~h5mdtool.formats.base.Segment`, steps placed near the manifest's."""
+    return scan_segment(part.path, group=group, near_step=part.first_step)
+
+
+def _part_source(part, segment, n_atoms, atom_indices, block_frames):
     source = TrajectoryFrames(TrajectoryIndex([segment]), atom_indices, block_frames)
     if source.n_frames != part.n_frames or source.n_atoms != n_atoms:
         source.close()
@@ -170,7 +178,8 @@ class ManifestFrames:
 
     def __init__(self, manifest, atom_indices, block_frames, group=None, scans=None):
         self.manifest = manifest
-        self.scans = scans or {}  # part path -> Segment already scanned (checked_part_scans)
+        #: part path -> Segment scanned (given: checked_part_scans; or made when opened)
+        self.scans = dict(scans or {})
         self.n_frames, self.n_atoms = manifest.n_frames, manifest.n_atoms
         self.atom_indices, self.block_frames, self.group = atom_indices, block_frames, group
         self.sources = OpenFiles()
@@ -187,8 +196,9 @@ class ManifestFrames:
         source = self.sources.get(part.path)
         if source is None:
             self.sources.make_room()
-            source = _part_source(part, self.n_atoms, self.atom_indices, self.block_frames, self.group,
-                                  self.scans.get(part.path))
+            if part.path not in self.scans:
+                self.scans[part.path] = _scan_part(part, self.group)
+            source = _part_source(part, self.scans[part.path], self.n_atoms, self.atom_indices, self.block_frames)
             self.sources.add(part.path, source)
         return source
 

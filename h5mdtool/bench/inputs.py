@@ -57,6 +57,9 @@ class InputInfo:
     manifest : Manifest or None
     h5md : dict or None
         Dataset facts for the bytes-read estimate (itemsize, filtered, stored bytes).
+    part_scans : dict
+        Parts of a split trajectory this process scanned (:meth:`locate`): path -> Segment,
+        so that the run checks and reads them without a second scan.
     """
 
     kind: str
@@ -71,6 +74,7 @@ class InputInfo:
     index: object = None
     manifest: object = None
     h5md: dict = field(default=None, repr=False)
+    part_scans: dict = field(default_factory=dict, repr=False)
 
     def part_edges(self):
         """First frame of each part and the frame count (split inputs), else None."""
@@ -95,7 +99,8 @@ class InputInfo:
         if self.manifest is None:
             return self.index, int(position_frames(self.index)[frame])
         part = self.manifest.parts_for(frame, frame + 1)[0]
-        index = TrajectoryIndex([checked_part_scans(self.manifest, [frame], self.h5md_group)[part.path]])
+        self.part_scans.update(checked_part_scans(self.manifest, [frame], self.h5md_group, self.part_scans))
+        index = TrajectoryIndex([self.part_scans[part.path]])
         return index, int(position_frames(index)[frame - part.start])
 
     def bytes_read(self, frames, first_atom, last_atom, whole_frames=False):

@@ -122,6 +122,9 @@ class ReadAhead:
         Positions of every atom (k, n_atoms, 3) in the frame sources' units (nm) and times (ps).
     opened : list of str
         Files opened to read them.
+    scans : dict
+        A split trajectory's parts scanned to read them: path -> Segment
+        (:func:`h5mdtool.bench.frames.checked_part_scans` checks them without a second scan).
     nbytes : int
     io_seconds : float
         Time spent reading them.
@@ -136,6 +139,7 @@ class ReadAhead:
         self.frames = np.empty(0, np.int64)
         self.blocks = []
         self.opened = []
+        self.scans = {}
         self.nbytes = 0
         self.io_seconds = 0.0
 
@@ -209,6 +213,7 @@ def read_ahead(info, frames, block_frames, chunk_frames, budget, ready, clock, r
     finally:
         if source is not None:
             ahead.opened = list(source.opened)
+            ahead.scans = dict(getattr(source, "scans", {}))
             source.close()
     ahead.frames = np.concatenate(read) if read else ahead.frames
     return ahead

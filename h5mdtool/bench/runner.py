@@ -193,7 +193,9 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
     scans = {}
     if info.kind == "split":  # swapped or copied parts refused before any frame but those read ahead
         with capture_errors() as failure:
-            scans = checked_part_scans(info.manifest, local, info.h5md_group)
+            info.part_scans.update(ahead.scans)
+            scans = checked_part_scans(info.manifest, local, info.h5md_group, info.part_scans)
+            info.part_scans.update(scans)  # the digest of the data, after the runs, reads some again
         clock.charge("t_init_traj")
         agree(comm, failure[0])
         clock.charge("t_wait")
