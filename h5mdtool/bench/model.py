@@ -33,6 +33,11 @@ and from the fastest run at the second-smallest rank count M (2 in the usual 1-2
   only its own parts of a split trajectory): that part, ``q``, is taken out of ``s``
   (``a = b = 0``).
 
+Measurements the model cannot hold, from runs that vary, are bounded: ``q`` is at most the
+setup left after ``o`` (the serial part is never negative), and ``k`` is at least 0 (a
+parallel part faster on M ranks than one rank's divided by M, which noise or caches can
+give, is taken as ideal: the model does not extrapolate a super-linear speed-up).
+
 The rank-wait time (``t_wait``: imbalance, stragglers) is not modelled, so the prediction
 at M differs from the measurement by that wait only, and at 1 rank it is the measurement.
 The two forms bound what measurements at 1 and 2 ranks can tell about many ranks;
@@ -82,11 +87,11 @@ def fit(runs_by_ranks):
     p = one["t_io"] + one["t_compute"]
     o = min(overlapped_setup(run), s)  # a setup slower beside the others' reading is growth, not overlap
     busiest = max(r["t_io"] + r["t_compute"] + (r.get("setup_shared") or 0.0) for r in run["ranks"])
-    k = (second * busiest / (p + o) - 1) / math.log2(second) if p + o > 0 else 0.0
+    k = max((second * busiest / (p + o) - 1) / math.log2(second), 0.0) if p + o > 0 else 0.0
     change = max(sum(r[phase] for phase in SETUP) + r["t_comm"] - (r.get("setup_shared") or 0.0)
                  for r in run["ranks"]) - (s - o + c)
     growth = max(change, 0.0)
-    q = max(-change, 0.0) * second / (second - 1)
+    q = min(max(-change, 0.0) * second / (second - 1), max(s - o, 0.0))
     return {"s": s - o - q, "q": q, "o": o, "c": c, "p": p, "k": k, "e": 1 / (1 + k * math.log2(second)),
             "a": growth / math.log2(second), "b": growth / (second - 1), "from_ranks": [1, second],
             "measured": {n: _fastest(runs)["t_total"] for n, runs in sorted(runs_by_ranks.items())}}

@@ -158,3 +158,20 @@ def test_setup_overlapped_by_reading_ahead_joins_the_divided_work(template):
     # 8.6 s of work over 1024 ranks is less than rank 0's 0.6 s setup: that bounds the run
     assert model["prediction"]["log"]["t_total"] == pytest.approx(read_ahead_time(1024, costs))
     assert read_ahead_time(1024, costs) == pytest.approx(costs["traj"] + costs["comm"] + 10 * costs["a"] + costs["top"])
+
+
+def test_noisy_runs_give_no_negative_serial_part_nor_super_linear_speed_up():
+    """Regression: 2-rank runs faster than ideal (noise) and a setup that shrank by more than
+    rank 0's own gave s < 0 and k < 0, and a predicted E(16) of 1.17 (make bench, XTC)."""
+    from h5mdtool.bench.model import fit, predict
+
+    costs = dict(TRUE, top=0.6, traj=0.3)
+    one = {"t_total": 0.0, "ranks": read_ahead_ranks(1, costs)}
+    one["t_total"] = one["ranks"][0]["t_total"]
+    two = read_ahead_ranks(2, dict(costs, k=-0.2))  # each rank's share 20% below ideal
+    for record in two:
+        record["t_init_traj"] = 0.0  # every rank's setup gone: more than o leaves to shrink
+    fitted = fit({1: [one], 2: [{"t_total": max(r["t_total"] for r in two), "t_serial": 0.0, "ranks": two}]})
+    assert fitted["k"] == 0.0 and fitted["s"] >= 0.0 and fitted["q"] <= costs["top"] + costs["traj"] - fitted["o"]
+    for n in (2, 16, 384):
+        assert predict(fitted, n)["log"]["efficiency"] <= 1.0 + 1e-9
