@@ -25,14 +25,15 @@ from .options import (
 @click.option("--group", default=None, metavar="NAME", help="H5MD input: the particle group to read. Default: the first one listed, the one MDAnalysis reads.")
 @layout_options
 @click.option("--block-size", type=SIZE, default=None, help="Memory for one block of frames (bytes, K/M/G); each rank holds two, decoding one while writing the other, and each block is one (collective) write. Default: 32M on one rank, 2M per rank under mpirun/srun, where smaller rounds were faster (docs/performance.md).")
-@click.option("--threads", type=click.IntRange(min=1), default=None, metavar="N", help="Compressed layouts on one process: compress chunks in N threads of h5mdtool's (outside HDF5, stored with its direct chunk write) while the next frames are decoded. Default: HDF5's own filters compress, which was faster on the 2-core machine measured (docs/performance.md); try N on a node with many cores. Ignored under mpirun/srun, where the ranks compress in parallel HDF5's collective writes.")
+@click.option("--threads", type=click.IntRange(min=1), default=None, metavar="N", help="Threads per process that compress chunks outside HDF5 (stored with its direct chunk write) while the next frames are decoded. One process: default HDF5's own filters, which were faster on the 2-core machine measured (docs/performance.md); try N on a node with many cores. With --parallel-compression ranks: default 1 per rank.")
+@click.option("--parallel-compression", type=click.Choice(["hdf5", "ranks"]), default="hdf5", show_default=True, help="Compressed output under mpirun/srun: 'hdf5': parallel HDF5 compresses inside its collective writes, every rank writing its chunks; 'ranks': each rank compresses its own chunks (--threads each) and rank 0 writes them all into a file it opens alone, so the compression scales with the ranks and the writing does not. Neither was faster on 2 ranks of the 2-core machine measured (docs/performance.md). lzf always uses HDF5's.")
 @click.option("--author", default=None, metavar="NAME", help="Author name recorded in /h5md/author. Default: the user name.")
 @run_options
 def command(inputs, output, append_to, topology, select, atom_indices_file, index_file, start, stop, step, begin, end, dt,
             velocities, forces, on_overlap, on_truncated,
             input_format, group, chunk_frames, precision, velocity_precision, force_precision, contiguous,
-            compression, compression_level, shuffle, split_xyz, stripe_count, stripe_size, block_size, threads, author, force,
-            progress, as_json):
+            compression, compression_level, shuffle, split_xyz, stripe_count, stripe_size, block_size, threads, parallel_compression,
+            author, force, progress, as_json):
     """Convert MD trajectories into one H5MD 1.1 file.
 
     Inputs: GROMACS XTC, TRR and TNG; CHARMM/NAMD DCD (LAMMPS DCD with --format LAMMPS);
@@ -78,7 +79,8 @@ def command(inputs, output, append_to, topology, select, atom_indices_file, inde
                              force_precision=force_precision, contiguous=contiguous, compression=compression,
                              compression_level=compression_level, shuffle=shuffle, split_xyz=split_xyz,
                              stripe_count=stripe_count,
-                             stripe_size=stripe_size, author=author, force=force, threads=threads)
+                             stripe_size=stripe_size, author=author, force=force, threads=threads,
+                             parallel_compression=parallel_compression)
         summary = append(list(inputs), append_to, comm=comm, on_overlap=on_overlap, on_truncated=on_truncated,
                          format=input_format, velocities=velocities, forces=forces, progress=progress,
                          block_bytes=block_size)
@@ -101,7 +103,7 @@ def command(inputs, output, append_to, topology, select, atom_indices_file, inde
         compression_level=compression_level, shuffle=shuffle, split_xyz=split_xyz, precision=precision,
         velocity_precision=velocity_precision, force_precision=force_precision, stripe_count=stripe_count,
         stripe_size=stripe_size, force=force, progress=progress, block_bytes=block_size, threads=threads,
-        author=author,
+        parallel_compression=parallel_compression, author=author,
     )
     if comm.rank != 0:
         return
@@ -152,7 +154,10 @@ def print_summary(summary):
     box = "none" if not summary["box"] else ("periodic" if set(boundary) == {"periodic"} else "/".join(boundary))
     click.echo(f"layout: {chunks}, compression {describe_compression(layout)}, box {box}")
     click.echo(f"chunks: {layout['chunk_reason']}")
-    if summary.get("threads"):
+    if summary.get("compressed_by") == "ranks":
+        click.echo(f"compressed by each of the {summary['n_ranks']} ranks ({summary['threads']} thread(s) each), "
+                   "written by rank 0")
+    elif summary.get("threads"):
         click.echo(f"compressed in {summary['threads']} thread(s) per rank")
     if layout["stripe_count"] is not None or layout["stripe_size"] is not None:
         click.echo(f"striping: {describe_striping(summary['stripe_applied'], summary['n_ranks'])}; "

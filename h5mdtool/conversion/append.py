@@ -471,7 +471,7 @@ def check_append_options(output, append, **layout_options):
         raise UsageError("give --output or --append, not both")
     exact = ("begin", "end", "dt", "index_file")  # any value, 0 and 1 included, is a choice
     given = sorted(name for name, value in layout_options.items()
-                   if (value is not None if name in exact else value not in (None, False, "auto", 1)))
+                   if (value is not None if name in exact else value not in (None, False, "auto", 1, "hdf5")))
     if given:
         spelled = {"begin": "-b", "end": "-e", "index_file": "-n/--index", "atom_indices_file": "--atom-indices"}
         names = ", ".join(spelled.get(g, "--" + g.replace("_", "-")) for g in given)

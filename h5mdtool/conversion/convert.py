@@ -19,16 +19,16 @@ from ..formats import check_trajectory, load_decoders, scan
 from ..formats.frametimes import check_one_selection, describe_frames, select_trajectory_frames
 from ..formats.registry import NAMED_FORMATS
 from ..h5md.chunkcodec import UnsupportedPipeline
-from ..h5md.chunkwriter import DirectChunkWriter, encoding_threads
+from ..h5md.chunkwriter import DirectChunkWriter, GatheredChunkWriter, encoded_datasets, encoding_threads
 from ..h5md.codecs import LZF_HINT, PLUGIN_HINT, codec
 from ..h5md.layout import Layout
 from ..h5md.provenance import base_record
 from ..h5md.topology import carries_topology, load_topology, write_topology
 from ..h5md.writer import LIBVER, TrajectoryWriter, write_h5md_metadata, write_provenance
-from ..parallel.errors import InputError, OutputError
+from ..parallel.errors import InputError, OutputError, UsageError
 from ..parallel.mpi import (
-    abort_unless_collective, agree, call_giving_way_to_workers, capture_errors, chunk_aligned_slices, cleanup_on_abort,
-    close_h5, discard_h5, entry_point, is_parallel, open_h5, require_parallel_h5py, root_call
+    SerialComm, abort_unless_collective, agree, call_giving_way_to_workers, capture_errors, chunk_aligned_slices,
+    cleanup_on_abort, close_h5, discard_h5, entry_point, is_parallel, open_h5, require_parallel_h5py, root_call
 )
 from ..parallel.outputs import (
     check_output_extension, check_output_file, clear_stale_lock, is_write_failure, lfs_setstripe, preallocate, publish,
@@ -268,7 +268,7 @@ def _write_group(writer, number, plan, reader, comm, bar, block_bytes, row_offse
     encodings = {name: plan.layout.encoding(name, plan.index.dtype) for name in atom_fields}
     box_encoding = plan.layout.box_encoding(plan.index.dtype)
     chunk = writer.chunk_frames(number)
-    slices = chunk_aligned_slices(n_lead + len(frames), chunk, comm.size)
+    slices = chunk_aligned_slices(n_lead + len(frames), chunk, comm.size, writer.rank_weights(comm.size))
     frame_bytes = plan.n_atoms * 3 * sum(np.dtype(e.dtype).itemsize for e in encodings.values())
     capacity = block_capacity(chunk, frame_bytes, block_bytes)
     rounds = max(-(-(stop - begin) // capacity) for begin, stop in slices)
@@ -346,27 +346,35 @@ def _carry_over(plan, author):
                       layout=plan.layout)
 
 
-def write_h5md_file(path, plan, *, comm, bar, block_bytes=None, author=None, label=None, threads=None):
+def write_h5md_file(path, plan, *, comm, bar, block_bytes=None, author=None, label=None, threads=None,
+                    gathered=False):
     """Write the frames of *plan* into a new H5MD file at *path* (collective).
 
     Every rank of *comm* writes its balanced share with collective HDF5 calls; pass a
     :class:`~h5mdtool.parallel.mpi.SerialComm` to write a whole file from one process (as split does
     for its parts). One process compresses the chunks of a filtered layout in *threads*
-    threads (None: HDF5's filters; :mod:`.chunkwriter`). On failure the file is closed and
-    removed, and the error re-raised (or the job aborted when only this rank failed).
-    Messages name *label* (the final output) instead of the temporary *path*.
+    threads (None: HDF5's filters; :mod:`.chunkwriter`). With *gathered* (several ranks, a
+    layout for which :func:`gathered_writes` is true) every rank compresses its own chunks in
+    *threads* threads and rank 0 alone stores them (:class:`~h5mdtool.h5md.chunkwriter.GatheredChunkWriter`).
+    On failure the file is closed and removed, and the error re-raised (or the job aborted
+    when only this rank failed). Messages name *label* (the final output) instead of the
+    temporary *path*.
     """
     from ..formats import TrajectoryReader
 
     label = label or path
     h5file = writer = None
+    file_comm = SerialComm() if gathered else comm  # the ranks that opened the file
     try:
-        h5file, writer = _create(path, plan, comm, label, author)
-        if threads and direct_chunk_writes(plan.layout, comm):
-            try:
-                writer = DirectChunkWriter(writer, threads)
-            except UnsupportedPipeline:  # HDF5 runs the filters
-                pass
+        if gathered:
+            h5file, writer = _create_on_rank_0(path, plan, comm, label, author, threads or 1)
+        else:
+            h5file, writer = _create(path, plan, comm, label, author)
+            if threads and direct_chunk_writes(plan.layout, comm):
+                try:
+                    writer = DirectChunkWriter(writer, threads)
+                except UnsupportedPipeline:  # HDF5 runs the filters
+                    pass
         with TrajectoryReader(plan.index, plan.atom_indices) as reader:
             for number in range(len(plan.groups)):
                 _write_group(writer, number, plan, reader, comm, bar, block_bytes)
@@ -374,21 +382,74 @@ def write_h5md_file(path, plan, *, comm, bar, block_bytes=None, author=None, lab
         writer = None
         # closing writes HDF5's metadata, which a full disk can refuse too
         opened, h5file = h5file, None
-        close_h5(opened)
+        if gathered:
+            with capture_errors() as failure:
+                if opened is not None:
+                    with write_failures_reported(path, label):
+                        close_h5(opened)
+            agree(comm, failure[0])
+        else:
+            close_h5(opened)
     except BaseException as error:
         if not is_write_failure(error):
-            _discard(comm, error, h5file, writer, path)
+            _discard(comm, error, h5file, writer, path, file_comm)
             raise
         failure = OutputError(write_failure(error, path, label))  # of the output, not the temporary
-        _discard(comm, failure, h5file, writer, path)
+        _discard(comm, failure, h5file, writer, path, file_comm)
         raise failure from None
 
 
 def direct_chunk_writes(layout, comm):
     """True when the chunks of *layout* are compressed in h5mdtool's threads (:mod:`.chunkwriter`):
     a filtered layout all of whose filters run outside HDF5, written by one process."""
-    return (not is_parallel(comm) and layout.filtered and not layout.contiguous
-            and codec(layout.compression).outside)
+    return not is_parallel(comm) and encoded_outside_hdf5(layout)
+
+
+def encoded_outside_hdf5(layout):
+    """True for a chunked, filtered *layout* whose filters h5mdtool can run itself (:mod:`.chunkcodec`)."""
+    return layout.filtered and not layout.contiguous and codec(layout.compression).outside
+
+
+#: ``parallel_compression`` values: who compresses the chunks of a filtered file written by
+#: several ranks (see :func:`gathered_writes`).
+PARALLEL_COMPRESSION = ("hdf5", "ranks")
+
+
+def gathered_writes(layout, comm, mode="hdf5"):
+    """Whether several ranks compress their chunks themselves and rank 0 stores them all.
+
+    ``ranks``: each rank encodes its chunks with the datasets' filters and rank 0, which
+    alone opens the file, writes the compressed bytes
+    (:class:`~h5mdtool.h5md.chunkwriter.GatheredChunkWriter`). ``hdf5`` (the default):
+    parallel HDF5's collective filtered writes, the filters running inside them; on 2 ranks
+    of the 2-core machine measured neither was faster (docs/performance.md). Layouts whose
+    filters run only inside HDF5, uncompressed and contiguous ones, and one rank keep
+    HDF5's writes.
+    """
+    return is_parallel(comm) and mode == "ranks" and encoded_outside_hdf5(layout)
+
+
+def check_parallel_compression(mode):
+    """Raise :class:`UsageError` unless *mode* is one of :data:`PARALLEL_COMPRESSION`."""
+    if mode not in PARALLEL_COMPRESSION:
+        raise UsageError(f"parallel compression {mode!r}: use one of {', '.join(PARALLEL_COMPRESSION)}")
+
+
+def _create_on_rank_0(path, plan, comm, label, author, threads):
+    """Gathered writes: rank 0 creates the file alone (serial HDF5). Returns rank 0's file
+    (None elsewhere) and every rank's writer, which compresses its chunks in *threads*
+    threads and sends them to rank 0."""
+    created = []
+
+    def create():
+        h5file, writer = _create(path, plan, SerialComm(), label, author)
+        created.append((h5file, writer))
+        return encoded_datasets(writer)
+
+    specs = root_call(comm, create)
+    h5file, writer = created[0] if created else (None, None)
+    return h5file, GatheredChunkWriter(comm, specs, writer, threads,
+                                       lambda error: write_failure(error, path, label))
 
 
 def _create(path, plan, comm, label, author):
@@ -423,12 +484,14 @@ def _create(path, plan, comm, label, author):
     return h5file, writer
 
 
-def _discard(comm, error, h5file, writer, path):
-    """After *error*: stop the writer, close and remove the file (aborting the job unless every rank failed)."""
+def _discard(comm, error, h5file, writer, path, file_comm):
+    """After *error*: stop the writer, close and remove the file (aborting the job unless every
+    rank failed); *file_comm* holds the ranks that opened it (rank 0 alone, or all of *comm*)."""
     abort_unless_collective(comm, error)
     if writer is not None:
         writer.close()
-    discard_h5(h5file, path, comm)
+    if file_comm is comm or comm.rank == 0:
+        discard_h5(h5file, path, file_comm)
 
 
 @entry_point
@@ -437,7 +500,7 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
             format=None, group=None, chunk_frames=None, contiguous=False, compression="auto",
             compression_level=None, shuffle=None, split_xyz=None, precision=None, velocity_precision=None,
             force_precision=None, stripe_count=None, stripe_size=None, force=False, progress=None,
-            block_bytes=None, threads=None,
+            block_bytes=None, threads=None, parallel_compression="hdf5",
             author=None, command=None):
     """Convert trajectory segments (any format of :mod:`h5mdtool.formats`, H5MD included) into one H5MD 1.1 file.
 
@@ -502,9 +565,14 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
         Memory for one block of frames; each rank holds two blocks. Default: 32 MiB on one
         rank, 2 MiB per rank on several (:func:`default_block_bytes`).
     threads : int, optional
-        Compressed layouts written by one process: threads that compress chunks outside
-        HDF5 (:mod:`~h5mdtool.h5md.chunkwriter`). Default: HDF5's own filters, faster on the
-        machines measured. Under MPI the ranks compress in parallel HDF5's collective writes.
+        Threads of each process that compress chunks outside HDF5
+        (:mod:`~h5mdtool.h5md.chunkwriter`). One process: default HDF5's own filters, faster
+        on the machines measured. Several ranks compressing their own chunks
+        (*parallel_compression*): default 1 per rank.
+    parallel_compression : {"hdf5", "ranks"}
+        Compressed layouts written by several ranks: parallel HDF5 compresses inside its
+        collective writes (``hdf5``, the default), or each rank compresses its own chunks and
+        rank 0 stores them (``ranks``); see :func:`gathered_writes`.
     author : str, optional
         Author name for ``/h5md/author`` (default: the user name).
     command : str, optional
@@ -536,6 +604,7 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
         stripe_count=stripe_count, stripe_size=stripe_size,
     )
     root_call(comm, layout.check_parallel, comm.size)
+    root_call(comm, check_parallel_compression, parallel_compression)
     require_parallel_h5py(comm)
     root_call(comm, _check_request, inputs, output, start, stop, step, begin, end, dt, force)
     index = scan(inputs, on_overlap=on_overlap, format=format, on_truncated=on_truncated, group=group, comm=comm)
@@ -552,16 +621,24 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
     plan.provenance["stripe_applied"] = root_call(
         comm, lfs_setstripe, plan.temporary, layout.stripe_count, layout.stripe_size
     )
-    threads = encoding_threads(threads) if direct_chunk_writes(layout, comm) else None
+    gathered = gathered_writes(layout, comm, parallel_compression)
+    if gathered:
+        threads = encoding_threads(threads or 1)
+    elif not direct_chunk_writes(layout, comm):
+        threads = None
+    else:
+        threads = encoding_threads(threads)
     block_bytes = block_bytes or default_block_bytes(comm.size)
-    plan.provenance["mpi_io_hints"] = layout.mpi_hints() if comm.size > 1 else {}
+    plan.provenance["mpi_io_hints"] = layout.mpi_hints() if comm.size > 1 and not gathered else {}
     plan.provenance["compression_threads"] = threads
+    compressed_by = _compressed_by(layout, comm, gathered, threads)
+    plan.provenance["compressed_by"] = compressed_by
     comm.Barrier()
     total = sum(len(frames) for _, frames in plan.groups)
     with cleanup_on_abort(lambda: remove_quietly(plan.temporary)):
         with progress_bar(total, "convert", comm, enabled=progress) as bar:
             write_h5md_file(plan.temporary, plan, comm=comm, bar=bar, block_bytes=block_bytes, author=author,
-                            label=plan.output, threads=threads)
+                            label=plan.output, threads=threads, gathered=gathered)
         relayout, topology_written = root_call(comm, _finish, plan, author)
     seconds = time.perf_counter() - started
     size = os.path.getsize(plan.output) if comm.rank == 0 else None
@@ -583,12 +660,23 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
         "topology": topology_written,
         "n_ranks": comm.size,
         "threads": threads,
+        "compressed_by": compressed_by,
         "block_bytes": block_bytes,
         "seconds": seconds,
         "frames_per_second": plan.n_frames / seconds if seconds > 0 else None,
         "bytes": size,
         "megabytes_per_second": (size / seconds / 1e6) if size and seconds > 0 else None,
     }
+
+
+def _compressed_by(layout, comm, gathered, threads):
+    """Who compresses the chunks: None (uncompressed), ``hdf5`` (its filters, in its writes),
+    ``threads`` (one process's encoding threads) or ``ranks`` (each rank, rank 0 storing)."""
+    if not layout.filtered:
+        return None
+    if gathered:
+        return "ranks"
+    return "threads" if threads else "hdf5"
 
 
 def _finish(plan, author):

@@ -1,21 +1,27 @@
-"""Writing filtered layouts from one process as whole chunks compressed in threads (``--threads``).
+"""Writing filtered layouts as whole chunks compressed outside HDF5 (``--threads``, ``--parallel-compression ranks``).
 
 HDF5 1.10.8 runs a dataset's filters inside ``H5Dwrite``, one chunk after another, in the
 thread that writes. With ``--threads N``, when one process writes the file, convert instead
 encodes the chunks of per-atom datasets itself (:mod:`.chunkcodec`: the dataset's own
 filters, read back by any HDF5 reader) in a pool of threads while the next block of frames
-is being decoded, and stores them with HDF5's direct chunk write (``H5Dwrite_chunk``). It
-is opt-in: on the 2-core machine measured, HDF5's filters were faster (docs/performance.md).
-Under MPI the ranks keep writing filtered datasets collectively
-through parallel HDF5 (filtered datasets are written collectively): direct chunk writes by several ranks into one
-file opened with MPI-IO hang in the collective close (HDF5 1.10.8; docs/performance.md).
-"""
+is being decoded, and stores them with HDF5's direct chunk write (``H5Dwrite_chunk``)
+(:class:`DirectChunkWriter`). It is opt-in: on the 2-core machine measured, HDF5's filters
+were faster (docs/performance.md).
 
+Under MPI, by default, the ranks write filtered datasets collectively through parallel HDF5;
+direct chunk writes by several ranks into one file opened with MPI-IO hang in the collective
+close (HDF5 1.10.8; docs/performance.md). With ``--parallel-compression ranks`` each rank
+encodes its own chunks and rank 0, which alone opens the file, stores them
+(:class:`GatheredChunkWriter`).
+"""
+import typing
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from ..parallel.errors import OutputError
+from ..parallel.mpi import agree, capture_errors
+from ..parallel.outputs import is_write_failure
 from .chunkcodec import FilterPipeline, row_offsets
 
 #: Fields written as rows, not chunks: the box, and the element groups' step and time.
@@ -51,9 +57,13 @@ class DirectChunkWriter:
 
     def __init__(self, writer, threads):
         self.writer = writer
-        self.pipelines = [{name: FilterPipeline.of(dataset) for name, dataset in datasets.items()
-                           if name not in _SERIES}
-                          for _, datasets in writer.datasets]
+        self._start(encoded_datasets(writer), threads)
+
+    def _start(self, specs, threads):
+        """Pipelines of the datasets *specs* describes (:func:`encoded_datasets`) and the encoding threads."""
+        self.specs = specs
+        self.pipelines = [{name: FilterPipeline(spec.filters, spec.itemsize) for name, spec in group.items()}
+                          for group in specs]
         safe = all(p.thread_safe for group in self.pipelines for p in group.values())
         self.threads = max(1, int(threads)) if safe else 1
         self.pool = ThreadPoolExecutor(self.threads, thread_name_prefix="h5mdtool-encode")
@@ -64,7 +74,7 @@ class DirectChunkWriter:
 
     def chunk_frames(self, number):
         """Frames per chunk of group *number*'s per-atom data."""
-        return self.writer.chunk_frames(number)
+        return next(iter(self.specs[number].values())).chunks[0]
 
     def prepare(self, number, start, arrays):
         """Start encoding the whole chunks of *arrays* (rows from dataset row *start*, a chunk boundary).
@@ -72,39 +82,181 @@ class DirectChunkWriter:
         Called from the decoding thread; returns what :meth:`write` takes. The arrays must
         stay unchanged until :meth:`write` has returned.
         """
-        _, datasets = self.writer.datasets[number]
         prepared = {}
         for name, rows in arrays.items():
             if name in _SERIES:
                 prepared[name] = rows
                 continue
-            dataset = datasets[name]
-            chunks = dataset.chunks
+            spec = self.specs[number][name]
+            chunks = spec.chunks
             prepared[name] = [
                 ((start + first,) + offset,
                  self.pool.submit(_encode, self.pipelines[number][name],
                                   rows[first:first + chunks[0], ..., offset[-1]:offset[-1] + chunks[-1]],
-                                  chunks, dataset.dtype))
-                for first in range(0, len(rows), chunks[0]) for offset in row_offsets(dataset)
+                                  chunks, spec.dtype))
+                for first in range(0, len(rows), chunks[0]) for offset in spec.offsets
             ]
         return prepared
 
+    @staticmethod
+    def rank_weights(n_ranks):
+        """Shares of the frames by rank: None, equal ones (one process writes)."""
+        return None
+
     def write(self, number, start, prepared):
         """Store the chunks :meth:`prepare` started and the box rows."""
+        self._store(number, start, _encoded(prepared))
+
+    def _store(self, number, start, encoded):
+        """Store chunks encoded from dataset row *start* on (:func:`_encoded`) and the box rows."""
         _, datasets = self.writer.datasets[number]
-        for name, value in prepared.items():
+        for name, value in encoded.items():
             dataset = datasets[name]
             if name in _SERIES:
                 if len(value):
                     self.writer.rows.write(dataset, start, value)
                 continue
-            for corner, future in value:
-                data, mask = future.result()
+            for corner, data, mask in value:
                 dataset.id.write_direct_chunk(corner, data, filter_mask=mask)
 
     def write_series(self, number, step, time, start=0):
         """Write group *number*'s ``step`` and ``time``."""
         self.writer.write_series(number, step, time, start)
+
+
+#: MPI tag of the encoded chunks sent to rank 0.
+_CHUNKS_TAG = 0x4835
+#: What rank 0's storing of every rank's chunks costs, as a fraction of decoding and
+#: compressing all the frames. Measured on AdK 600x, 2 ranks with a core each: rank 0
+#: stored 1.7 GB of zstd chunks in 1.45 s and received them in 0.24 s, where decoding and
+#: compressing took 11.1 s of CPU (docs/performance.md).
+STORE_COST = 0.12
+
+
+class GatheredChunkWriter(DirectChunkWriter):
+    """Several ranks write one filtered file: each rank compresses its own chunks, rank 0 stores them.
+
+    HDF5 1.10.8 runs the filters of a parallel write inside its collective ``H5Dwrite``,
+    where every round ends on all ranks together, and direct chunk writes by several ranks
+    into one file opened with MPI-IO hang (docs/performance.md). Here rank 0 alone opens
+    the file (serial HDF5); every rank encodes its chunks with the datasets' own filters
+    (:mod:`.chunkcodec`, in *threads* threads) and, each round, sends the stored bytes to
+    rank 0, which writes its own and then every other rank's with HDF5's direct chunk write.
+    The ranks share the compression; only compressed bytes travel and are written, by one
+    process, so the writing does not scale with the ranks (docs/performance.md gives the
+    model).
+
+    Parameters
+    ----------
+    comm : communicator
+    specs : list of dict
+        :func:`encoded_datasets` of rank 0's writer, the same on every rank.
+    writer : TrajectoryWriter or None
+        Rank 0: the writer of the file it opened alone; None on the other ranks.
+    threads : int
+        Encoding threads per rank.
+    describe_failure : callable
+        The message of rank 0's failure to write (an ``OSError``), for the other ranks too.
+    """
+
+    def __init__(self, comm, specs, writer, threads, describe_failure):
+        self.comm = comm
+        self.writer = writer
+        self.describe_failure = describe_failure
+        self._start(specs, threads)
+
+    def write(self, number, start, prepared):
+        """Collective: every rank's chunks of one round, stored by rank 0.
+
+        Every rank calls it once per round (with nothing to write, empty arrays). A rank
+        whose encoding failed sends no chunks but takes part; rank 0 receives from every
+        rank even after its own storing failed, so that no sender waits forever; at the end
+        of the round every rank learns of any failure.
+        """
+        with capture_errors() as failure:
+            encoded = _encoded(prepared)
+        if self.comm.rank != 0:
+            self.comm.send(None if failure[0] else (start, encoded), dest=0, tag=_CHUNKS_TAG)
+            agree(self.comm, failure[0])
+            return
+        if failure[0] is None:
+            with capture_errors() as failure:
+                self._reported(self._store, number, start, encoded)
+        for source in range(1, self.comm.size):
+            theirs = self.comm.recv(source=source, tag=_CHUNKS_TAG)
+            if failure[0] is None and theirs is not None:
+                with capture_errors() as failure:
+                    self._reported(self._store, number, *theirs)
+        agree(self.comm, failure[0])
+
+    def write_series(self, number, step, time, start=0):
+        """Collective: rank 0 writes group *number*'s ``step`` and ``time`` (every rank holds them)."""
+        with capture_errors() as failure:
+            if self.writer is not None:
+                self._reported(self.writer.write_series, number, step, time, start)
+        agree(self.comm, failure[0])
+
+    @staticmethod
+    def rank_weights(n_ranks):
+        """Shares of the frames: rank 0, which stores every chunk (:data:`STORE_COST`), takes
+        less than the others, and none from ``1 + 1 / STORE_COST`` ranks on.
+
+        With T the decoding and compressing of all frames, c = :data:`STORE_COST`, rank 0's
+        share a and every other rank's b: ``a + c T = b`` and ``a + (N - 1) b = T``, so
+        ``a / b = (1 - (N - 1) c) / (1 + c)``.
+        """
+        root = max(0.0, (1 - (n_ranks - 1) * STORE_COST) / (1 + STORE_COST))
+        return [root] + [1.0] * (n_ranks - 1)
+
+    def _reported(self, function, *args):
+        """Call *function*; a failure to write the file becomes an :class:`OutputError`."""
+        try:
+            function(*args)
+        except (OSError, RuntimeError) as error:
+            if not is_write_failure(error):
+                raise
+            raise OutputError(self.describe_failure(error)) from None
+
+
+def _encoded(prepared):
+    """What :meth:`DirectChunkWriter.prepare` started, once encoded: ``(corner, bytes, filter
+    mask)`` of each chunk, and the box rows as they were."""
+    return {name: value if name in _SERIES else [(corner, *future.result()) for corner, future in value]
+            for name, value in prepared.items()}
+
+
+class EncodedDataset(typing.NamedTuple):
+    """What encoding a dataset's chunks takes, in plain values another process can receive."""
+
+    #: ``(filter id, flags, client data values)`` of each filter (:class:`~.chunkcodec.FilterPipeline`).
+    filters: list
+    itemsize: int
+    chunks: tuple
+    dtype: str
+    #: :func:`~.chunkcodec.row_offsets`
+    offsets: list
+
+
+def encoded_datasets(writer):
+    """Per element group of *writer* (:class:`~h5mdtool.h5md.writer.TrajectoryWriter`), an
+    :class:`EncodedDataset` of each per-atom dataset.
+
+    Raises
+    ------
+    UnsupportedPipeline
+        When a dataset's filters can only run inside HDF5.
+    """
+    specs = []
+    for _, datasets in writer.datasets:
+        group = {}
+        for name, dataset in datasets.items():
+            if name in _SERIES:
+                continue
+            pipeline = FilterPipeline.of(dataset)
+            group[name] = EncodedDataset(pipeline.filters, pipeline.itemsize, tuple(dataset.chunks),
+                                         dataset.dtype.str, row_offsets(dataset))
+        specs.append(group)
+    return specs
 
 
 def _encode(pipeline, rows, chunks, dtype):

@@ -207,6 +207,11 @@ class TrajectoryWriter:
         chunks = datasets[fields[0]].chunks
         return chunks[0] if chunks else 1
 
+    @staticmethod
+    def rank_weights(n_ranks):
+        """Shares of the frames by rank: None, equal ones (every rank writes its own)."""
+        return None
+
     def prepare(self, number, start, arrays):
         """What :meth:`write` takes for these rows (the rows themselves; see :class:`~h5mdtool.h5md.chunkwriter.DirectChunkWriter`)."""
         return arrays

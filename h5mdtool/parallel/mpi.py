@@ -15,6 +15,7 @@ is left waiting in a collective call.
 
 import contextlib
 import functools
+import itertools
 import os
 import sys
 import threading
@@ -151,17 +152,24 @@ def balanced_slices(n_items, n_parts):
     return slices
 
 
-def chunk_aligned_slices(n_items, chunk, n_parts):
+def chunk_aligned_slices(n_items, chunk, n_parts, weights=None):
     """Split ``range(n_items)`` into *n_parts* contiguous blocks made of whole chunks.
 
     Chunks of *chunk* items are distributed as evenly as possible (counts differ by at most
-    one), so no chunk is shared by two parts; only the last chunk may be partial.
+    one), or in proportion to *weights* (one non-negative number per part, not all zero;
+    counts within one chunk of it), so no chunk is shared by two parts; only the last chunk
+    may be partial.
     """
     n_chunks = -(-int(n_items) // int(chunk)) if n_items else 0
-    return [
-        (min(a * chunk, n_items), min(b * chunk, n_items))
-        for a, b in balanced_slices(n_chunks, n_parts)
-    ]
+    if weights is None:
+        bounds = balanced_slices(n_chunks, n_parts)
+    else:
+        if len(weights) != n_parts or min(weights) < 0 or sum(weights) <= 0:
+            raise ValueError(f"{n_parts} non-negative weights, not all zero, expected: {weights}")
+        ends = [round(n_chunks * total / sum(weights)) for total in itertools.accumulate(weights)]
+        ends[-1] = n_chunks  # whatever the rounding of the sums
+        bounds = list(zip([0] + ends[:-1], ends))
+    return [(min(a * chunk, n_items), min(b * chunk, n_items)) for a, b in bounds]
 
 
 def root_call(comm, function, *args, **kwargs):

@@ -141,6 +141,7 @@ _FLAGS = {
     "stripe_size": "--stripe-size", "block_bytes": "--block-size", "format": "--format", "ref_frame": "--ref-frame",
     "engine": "--engine", "block_frames": "--block-frames", "begin": "-b", "end": "-e", "dt": "--dt",
     "against_format": "--against-format", "threads": "--threads", "group": "--group",
+    "parallel_compression": "--parallel-compression",
 }
 #: split's keywords whose options are named otherwise: --format names the input format in every command.
 SPLIT_FLAGS = {"format": "--output-format", "input_format": "--format"}

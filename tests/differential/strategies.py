@@ -410,7 +410,10 @@ def convert_options(draw, segments, names):
     if draw(st.integers(0, 3)) == 0:
         options["block_bytes"] = draw(st.sampled_from((1, 4096, 65536)))
     if draw(st.integers(0, 3)) == 0:
-        options["threads"] = draw(st.integers(1, 3))  # compression in h5mdtool's threads (one process)
+        options["threads"] = draw(st.integers(1, 3))  # compression in h5mdtool's threads
+    if draw(st.booleans()):
+        # under MPI: each rank compresses its chunks, rank 0 stores them (no effect on one rank)
+        options["parallel_compression"] = "ranks"
     return options
 
 

@@ -110,10 +110,14 @@ SHAPES = [(1, 1), (5, 8), (11, 3), (2, 1)]
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("parallel_compression", ["hdf5", "ranks"])
 @pytest.mark.parametrize("compression", CODECS)
 @pytest.mark.parametrize("n_frames, chunk_frames", SHAPES, ids=["one-frame", "one-chunk", "many-chunks", "idle-rank"])
-def test_convert_direct_chunks_equal_the_source(comm, shared_tmp, compression, n_frames, chunk_frames):
-    """Positions, velocities (own steps) and boxes of the file equal MDAnalysis's decoder reading the TRR."""
+def test_convert_direct_chunks_equal_the_source(comm, shared_tmp, compression, n_frames, chunk_frames,
+                                                parallel_compression):
+    """Positions, velocities (own steps) and boxes of the file equal MDAnalysis's decoder reading
+    the TRR, whoever compresses: one process's threads, HDF5 in its collective writes, or each
+    rank with rank 0 storing every chunk."""
     rng = np.random.default_rng(n_frames)
     positions = np.cumsum(rng.normal(0, 0.01, (n_frames, 17, 3)), axis=0).astype(np.float32) + 2
     source = os.path.join(shared_tmp, "in.trr")
@@ -122,9 +126,13 @@ def test_convert_direct_chunks_equal_the_source(comm, shared_tmp, compression, n
     comm.Barrier()
     output = os.path.join(shared_tmp, "out.h5md")
     summary = convert(source, output, comm=comm, compression=compression, chunk_frames=chunk_frames, threads=2,
-                      progress=False)
-    # one process compresses in threads; ranks compress in parallel HDF5's collective writes
-    assert (summary["threads"] is None) == (comm.size > 1)
+                      progress=False, parallel_compression=parallel_compression)
+    if comm.size == 1:
+        assert summary["compressed_by"] == "threads" and summary["threads"] == 2
+    elif parallel_compression == "hdf5":
+        assert summary["compressed_by"] == "hdf5" and summary["threads"] is None
+    else:
+        assert summary["compressed_by"] == "ranks" and summary["threads"] == 2
     comm.Barrier()
     expected_x, expected_v = _read_trr(source)  # the oracle: the TRR's own values, bit for bit
     with h5py.File(output, "r") as handle:
@@ -140,8 +148,9 @@ def test_convert_direct_chunks_equal_the_source(comm, shared_tmp, compression, n
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("parallel_compression", ["hdf5", "ranks"])
 @pytest.mark.parametrize("n_frames, chunk_frames", SHAPES, ids=["one-frame", "one-chunk", "many-chunks", "idle-rank"])
-def test_convert_direct_chunks_on_the_precision_grid(comm, shared_tmp, n_frames, chunk_frames):
+def test_convert_direct_chunks_on_the_precision_grid(comm, shared_tmp, n_frames, chunk_frames, parallel_compression):
     """--precision: int32 on the grid, every position within Q/2 of the source."""
     import MDAnalysis as mda
 
@@ -152,7 +161,8 @@ def test_convert_direct_chunks_on_the_precision_grid(comm, shared_tmp, n_frames,
         _trr(source, positions)
     comm.Barrier()
     output = os.path.join(shared_tmp, "out.h5md")
-    convert(source, output, comm=comm, precision=0.001, chunk_frames=chunk_frames, threads=2, progress=False)
+    convert(source, output, comm=comm, precision=0.001, chunk_frames=chunk_frames, threads=2, progress=False,
+            parallel_compression=parallel_compression)
     comm.Barrier()
     universe = mda.Universe(output)
     stored = np.stack([ts.positions.copy() for ts in universe.trajectory]) / 10
@@ -175,6 +185,40 @@ def test_a_failing_encoder_leaves_nothing_behind(tmp_path, monkeypatch):
     with pytest.raises(OutputError, match="could not be compressed"):
         convert(source, str(tmp_path / "out.h5md"), compression="zstd", chunk_frames=2, threads=2, progress=False)
     assert os.listdir(tmp_path) == ["in.trr"]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("failing", ["encoding on the last rank", "storing on rank 0"])
+def test_ranks_compressing_end_together_on_one_ranks_failure(comm, shared_tmp, monkeypatch, failing):
+    """--parallel-compression ranks: a chunk one rank cannot compress, or rank 0 unable to store
+    the chunks (a full disk), ends every rank with one error (no hang), no output, no temporary."""
+    import errno
+
+    from h5mdtool.h5md import chunkwriter
+    from h5mdtool.parallel.errors import H5mdToolError
+
+    source = os.path.join(shared_tmp, "in.trr")
+    if comm.rank == 0:
+        _trr(source, np.ones((12, 5, 3), np.float32))
+    comm.Barrier()
+    if failing.startswith("encoding") and comm.rank == comm.size - 1:
+        def refuse(pipeline, rows, chunks, dtype):
+            raise OutputError("a chunk could not be compressed (test)")
+
+        monkeypatch.setattr(chunkwriter, "_encode", refuse)
+    if failing.startswith("storing") and comm.rank == 0:
+        def full(self, number, start, encoded):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        monkeypatch.setattr(chunkwriter.DirectChunkWriter, "_store", full)
+    output = os.path.join(shared_tmp, "out.h5md")
+    with pytest.raises(H5mdToolError) as raised:
+        convert(source, output, comm=comm, compression="zstd", chunk_frames=2, progress=False, threads=1,
+                parallel_compression="ranks")  # one process: its encoding thread and direct chunk writes
+    expected = "could not be compressed" if failing.startswith("encoding") else "No space left on device"
+    assert expected in str(raised.value)
+    comm.Barrier()
+    assert sorted(os.listdir(shared_tmp)) == ["in.trr"]
 
 
 def test_mandatory_filter_failure_is_an_error():
