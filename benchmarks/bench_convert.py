@@ -9,7 +9,8 @@
   decodes in one thread while it compresses in another, so on this 2-core machine one rank
   already uses both cores and a second rank has none to add; that pair is timed unbound
   (``--bind-to none``: Open MPI binds 1 or 2 ranks to one core each by default) and
-  printed too;
+  printed too; zstd and ``--precision 0.001`` are also timed with ``--parallel-compression
+  ranks`` (each rank compresses its own chunks, rank 0 stores them all);
 * ``--compression zstd`` vs the uncompressed convert, both on 1 rank (unbound), timed in
   turn: target <= 1.5x;
 * peak memory for 600x vs 100x: target <= 1.2x.
@@ -95,6 +96,12 @@ def bench(repeats, repeat, gzip_repeat):
             (f"{name}_2_cores", f"h5mdtool convert {flags}, 2 ranks, 1 core each",
              convert_command(xtc, out, *options, launcher=mpirun_bound(2))),
         ]
+        if name != "gzip":
+            # the other design: each rank compresses its chunks, rank 0 stores them all
+            entries.append((f"{name}_2_cores_ranks", f"h5mdtool convert {flags} --parallel-compression ranks, "
+                            "2 ranks, 1 core each",
+                            convert_command(xtc, out, *options, "--parallel-compression", "ranks",
+                                            launcher=mpirun_bound(2))))
         if name == "zstd":
             # its target is a ratio to the uncompressed convert: time both in turn
             entries.insert(0, ("uncompressed_1_rank", "h5mdtool convert, uncompressed, 1 rank (unbound)",
@@ -109,6 +116,9 @@ def bench(repeats, repeat, gzip_repeat):
         *(check(f"{name} speed-up, 2 ranks over 1, one core per rank",
                 result[f"{name}_1_core"]["seconds"] / result[f"{name}_2_cores"]["seconds"], TARGET_2_OVER_1[name])
           for name in COMPRESSED),
+        *(check(f"{name} speed-up, 2 ranks over 1, one core per rank, --parallel-compression ranks",
+                result[f"{name}_1_core"]["seconds"] / result[f"{name}_2_cores_ranks"]["seconds"], TARGET_2_OVER_1[name])
+          for name in COMPRESSED if name != "gzip"),
         *(check(f"{name} speed-up, 2 ranks over 1, unbound",
                 result[f"{name}_1_rank"]["seconds"] / result[f"{name}_2_ranks"]["seconds"], TARGET_2_OVER_1[name])
           for name in COMPRESSED),

@@ -14,6 +14,7 @@ close (HDF5 1.10.8; docs/performance.md). With ``--parallel-compression ranks`` 
 encodes its own chunks and rank 0, which alone opens the file, stores them
 (:class:`GatheredChunkWriter`).
 """
+
 import typing
 from concurrent.futures import ThreadPoolExecutor
 
