@@ -631,7 +631,7 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
     block_bytes = block_bytes or default_block_bytes(comm.size)
     plan.provenance["mpi_io_hints"] = layout.mpi_hints() if comm.size > 1 and not gathered else {}
     plan.provenance["compression_threads"] = threads
-    compressed_by = _compressed_by(layout, comm, gathered, threads)
+    compressed_by = _compressed_by(layout, gathered, threads)
     plan.provenance["compressed_by"] = compressed_by
     comm.Barrier()
     total = sum(len(frames) for _, frames in plan.groups)
@@ -669,7 +669,7 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
     }
 
 
-def _compressed_by(layout, comm, gathered, threads):
+def _compressed_by(layout, gathered, threads):
     """Who compresses the chunks: None (uncompressed), ``hdf5`` (its filters, in its writes),
     ``threads`` (one process's encoding threads) or ``ranks`` (each rank, rank 0 storing)."""
     if not layout.filtered:

@@ -128,9 +128,10 @@ class DirectChunkWriter:
 #: MPI tag of the encoded chunks sent to rank 0.
 _CHUNKS_TAG = 0x4835
 #: What rank 0's storing of every rank's chunks costs, as a fraction of decoding and
-#: compressing all the frames. Measured on AdK 600x, 2 ranks with a core each: rank 0
-#: stored 1.7 GB of zstd chunks in 1.45 s and received them in 0.24 s, where decoding and
-#: compressing took 11.1 s of CPU (docs/performance.md).
+#: compressing all the frames. Measured on AdK 600x with zstd, 2 ranks with a core each,
+#: equal shares: rank 0 stored the 1.7 GB of chunks in 1.45 s and received rank 1's in
+#: 0.24 s, where decoding and compressing took 11.3 s of CPU (0.15). Whole runs with 0.12,
+#: 0.15 and 0.25 took 10.7, 10.2 and 12.9 s (0.25 made rank 1 the slowest).
 STORE_COST = 0.12
 
 
