@@ -26,6 +26,17 @@ def test_a_short_run_is_not_zero_frames_per_second(tmp_path, solvated, capsys):
     assert last == "9.17 s on 1 rank(s): 0.11 frames/s, 0.062 MB/s"
 
 
+def test_who_compressed_is_said(tmp_path, solvated, capsys):
+    """One process's threads, or every rank with rank 0 writing (--parallel-compression ranks)."""
+    summary = convert(solvated["XTC"], str(tmp_path / "o.h5md"), stop=2, compression="zstd", threads=2,
+                      progress=False)
+    print_summary(summary)
+    assert "compressed in 2 thread(s) per rank" in capsys.readouterr().out
+    summary.update(n_ranks=4, threads=1, compressed_by="ranks")  # as 4 ranks report it
+    print_summary(summary)
+    assert "compressed by each of the 4 ranks (1 thread(s) each), written by rank 0" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("nparts, text", [(2, "5 frames per part"), (10, "1 frame per part"), (3, "3-4 frames per part")])
 def test_split_names_the_part_sizes_once(tmp_path, solvated, nparts, text):
     result = CliRunner().invoke(cli, ["split", solvated["XTC"], "--nparts", str(nparts), "-o", str(tmp_path / "p")])

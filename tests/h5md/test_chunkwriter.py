@@ -7,6 +7,7 @@ run on 2 and 3 ranks).
 """
 
 import glob
+import json
 import os
 
 import h5py
@@ -143,7 +144,7 @@ def test_convert_direct_chunks_equal_the_source(comm, shared_tmp, compression, n
         np.testing.assert_array_equal(handle[f"{TRAJ}/velocity/step"][()], np.arange(0, n_frames, 2) * 10)
         np.testing.assert_array_equal(handle[f"{TRAJ}/box/edges/value"][()][:, [0, 1, 2], [0, 1, 2]],
                                       np.tile([9.0, 8.0, 7.0], (n_frames, 1)).astype(np.float32))
-        assert handle["parameters/h5mdtool"].attrs["json"]
+        assert json.loads(handle["parameters/h5mdtool"].attrs["json"])["compressed_by"] == summary["compressed_by"]
     assert not glob.glob(os.path.join(shared_tmp, ".*"))  # no temporary left
 
 
@@ -254,8 +255,6 @@ def test_threads_per_rank_uses_the_cores_a_process_may_run_on(monkeypatch):
 
 def test_threads_are_recorded(tmp_path, adk):
     """The summary and the provenance say how many threads compressed; uncompressed layouts have none."""
-    import json
-
     compressed = convert(adk[1], str(tmp_path / "z.h5md"), compression="zstd", stop=4, threads=3, progress=False)
     plain = convert(adk[1], str(tmp_path / "p.h5md"), compression="none", stop=4, progress=False)
     assert compressed["threads"] == 3 and plain["threads"] is None
