@@ -196,6 +196,18 @@ def test_convert_interrupted_on_one_rank(convert_job, signal_name):
     check(result)
 
 
+@pytest.mark.parametrize("target", [0, 1])
+def test_ranks_compressing_interrupted_on_one_rank(convert_job, target):
+    """--parallel-compression ranks: rank 0 waiting for rank 1's chunks (rank 1 sleeps) or
+    rank 1 waiting for rank 0 to take them, stopped: one line, nothing left."""
+    args, ready, check, _ = convert_job
+    args = args + ["--compression", "zstd", "--parallel-compression", "ranks"]
+    result = interrupt(args, ready, "SIGTERM", ranks=2, target=target, delays=f"convert-round:{1 - target}:3")
+    assert result.returncode == 143
+    assert_one_line(result, rank=target)
+    check(result)
+
+
 def test_convert_interrupted_on_rank_0_waiting_in_a_collective(convert_job):
     """Rank 0 sits in a collective write while rank 1 sleeps: the Python handler cannot run
     there, the watcher thread still ends the job."""
