@@ -189,6 +189,29 @@ def test_a_failing_encoder_leaves_nothing_behind(tmp_path, monkeypatch):
 
 
 @pytest.mark.mpi
+def test_rank_0_that_only_stores(comm, shared_tmp, monkeypatch):
+    """--parallel-compression ranks with storing as dear as compressing: rank 0 takes no frames
+    (as from 9 ranks on), stores every other rank's chunks, and the file equals the source."""
+    from h5mdtool.h5md import chunkwriter
+
+    monkeypatch.setattr(chunkwriter, "STORE_COST", 1.0)
+    if comm.size > 1:
+        assert chunkwriter.GatheredChunkWriter.rank_weights(comm.size)[0] == 0
+    rng = np.random.default_rng(3)
+    positions = rng.uniform(-3, 3, (9, 11, 3)).astype(np.float32)
+    source = os.path.join(shared_tmp, "in.trr")
+    if comm.rank == 0:
+        _trr(source, positions)
+    comm.Barrier()
+    output = os.path.join(shared_tmp, "out.h5md")
+    convert(source, output, comm=comm, compression="gzip", chunk_frames=2, progress=False,
+            parallel_compression="ranks")
+    comm.Barrier()
+    with h5py.File(output, "r") as handle:
+        np.testing.assert_array_equal(handle[f"{TRAJ}/position/value"][()], _read_trr(source)[0])
+
+
+@pytest.mark.mpi
 @pytest.mark.parametrize("failing", ["encoding on the last rank", "storing on rank 0"])
 def test_ranks_compressing_end_together_on_one_ranks_failure(comm, shared_tmp, monkeypatch, failing):
     """--parallel-compression ranks: a chunk one rank cannot compress, or rank 0 unable to store
