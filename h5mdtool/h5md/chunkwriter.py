@@ -143,7 +143,8 @@ class GatheredChunkWriter(DirectChunkWriter):
     into one file opened with MPI-IO hang (docs/performance.md). Here rank 0 alone opens
     the file (serial HDF5); every rank encodes its chunks with the datasets' own filters
     (:mod:`.chunkcodec`, in *threads* threads) and, each round, sends the stored bytes to
-    rank 0, which writes its own and then every other rank's with HDF5's direct chunk write.
+    rank 0, which writes its own and then every other rank's, as they arrive, with HDF5's
+    direct chunk write.
     The ranks share the compression; only compressed bytes travel and are written, by one
     process, so the writing does not scale with the ranks (docs/performance.md gives the
     model).
@@ -184,8 +185,10 @@ class GatheredChunkWriter(DirectChunkWriter):
         if failure[0] is None:
             with capture_errors() as failure:
                 self._reported(self._store, number, start, encoded)
-        for source in range(1, self.comm.size):
-            theirs = self.comm.recv(source=source, tag=_CHUNKS_TAG)
+        from mpi4py import MPI
+
+        for _ in range(1, self.comm.size):  # in the order they arrive: one message per rank and round
+            theirs = self.comm.recv(source=MPI.ANY_SOURCE, tag=_CHUNKS_TAG)
             if failure[0] is None and theirs is not None:
                 with capture_errors() as failure:
                     self._reported(self._store, number, *theirs)
