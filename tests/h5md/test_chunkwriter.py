@@ -191,7 +191,7 @@ def test_a_failing_encoder_leaves_nothing_behind(tmp_path, monkeypatch):
 @pytest.mark.mpi
 def test_rank_0_that_only_stores(comm, shared_tmp, monkeypatch):
     """--parallel-compression ranks with storing as dear as compressing: rank 0 takes no frames
-    (as from 9 ranks on), stores every other rank's chunks, and the file equals the source."""
+    (as from 10 ranks on), stores every other rank's chunks, and the file equals the source."""
     from h5mdtool.h5md import chunkwriter
 
     monkeypatch.setattr(chunkwriter, "STORE_COST", 1.0)
