@@ -448,8 +448,7 @@ def _create_on_rank_0(path, plan, comm, label, author, threads):
 
     specs = root_call(comm, create)
     h5file, writer = created[0] if created else (None, None)
-    return h5file, GatheredChunkWriter(comm, specs, writer, threads,
-                                       lambda error: write_failure(error, path, label))
+    return h5file, GatheredChunkWriter(comm, specs, writer, threads, path, label)
 
 
 def _create(path, plan, comm, label, author):

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..parallel.errors import OutputError
 from ..parallel.mpi import agree, capture_errors
-from ..parallel.outputs import is_write_failure
+from ..parallel.outputs import write_failures_reported
 from .chunkcodec import FilterPipeline, row_offsets
 
 #: Fields written as rows, not chunks: the box, and the element groups' step and time.
@@ -158,14 +158,14 @@ class GatheredChunkWriter(DirectChunkWriter):
         Rank 0: the writer of the file it opened alone; None on the other ranks.
     threads : int
         Encoding threads per rank.
-    describe_failure : callable
-        The message of rank 0's failure to write (an ``OSError``), for the other ranks too.
+    path, label : str
+        The file rank 0 writes, and the name its failures give it (the final output's).
     """
 
-    def __init__(self, comm, specs, writer, threads, describe_failure):
+    def __init__(self, comm, specs, writer, threads, path, label):
         self.comm = comm
         self.writer = writer
-        self.describe_failure = describe_failure
+        self.path, self.label = path, label
         self._start(specs, threads)
 
     def write(self, number, start, prepared):
@@ -184,21 +184,24 @@ class GatheredChunkWriter(DirectChunkWriter):
             return
         if failure[0] is None:
             with capture_errors() as failure:
-                self._reported(self._store, number, start, encoded)
+                with write_failures_reported(self.path, self.label):
+                    self._store(number, start, encoded)
         from mpi4py import MPI
 
         for _ in range(1, self.comm.size):  # in the order they arrive: one message per rank and round
             theirs = self.comm.recv(source=MPI.ANY_SOURCE, tag=_CHUNKS_TAG)
             if failure[0] is None and theirs is not None:
                 with capture_errors() as failure:
-                    self._reported(self._store, number, *theirs)
+                    with write_failures_reported(self.path, self.label):
+                        self._store(number, *theirs)
         agree(self.comm, failure[0])
 
     def write_series(self, number, step, time, start=0):
         """Collective: rank 0 writes group *number*'s ``step`` and ``time`` (every rank holds them)."""
         with capture_errors() as failure:
             if self.writer is not None:
-                self._reported(self.writer.write_series, number, step, time, start)
+                with write_failures_reported(self.path, self.label):
+                    self.writer.write_series(number, step, time, start)
         agree(self.comm, failure[0])
 
     @staticmethod
@@ -213,14 +216,6 @@ class GatheredChunkWriter(DirectChunkWriter):
         root = max(0.0, (1 - (n_ranks - 1) * STORE_COST) / (1 + STORE_COST))
         return [root] + [1.0] * (n_ranks - 1)
 
-    def _reported(self, function, *args):
-        """Call *function*; a failure to write the file becomes an :class:`OutputError`."""
-        try:
-            function(*args)
-        except (OSError, RuntimeError) as error:
-            if not is_write_failure(error):
-                raise
-            raise OutputError(self.describe_failure(error)) from None
 
 
 def _encoded(prepared):
