@@ -422,7 +422,7 @@ def gathered_writes(layout, comm, mode="hdf5"):
     alone opens the file, writes the compressed bytes
     (:class:`~h5mdtool.h5md.chunkwriter.GatheredChunkWriter`). ``hdf5`` (the default):
     parallel HDF5's collective filtered writes, the filters running inside them; on 2 ranks
-    of the 2-core machine measured neither was faster (docs/performance.md). Layouts whose
+    of the 2-core machine measured neither was clearly faster (docs/performance.md). Layouts whose
     filters run only inside HDF5, uncompressed and contiguous ones, and one rank keep
     HDF5's writes.
     """
