@@ -33,6 +33,22 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def offsets_cache_home():
+    """``XDG_CACHE_HOME`` of the session and of the commands it runs: a directory of its
+    own, so the offsets cache (:mod:`h5mdtool.formats.offsetcache`) never writes into the
+    user's, and one session's entries never serve another's."""
+    path = tempfile.mkdtemp(prefix="h5mdtool-cache-")
+    saved = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = path
+    yield path
+    if saved is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = saved
+    shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def comm():
     """MPI.COMM_WORLD under mpirun with several ranks, else the serial stand-in."""

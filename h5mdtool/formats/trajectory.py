@@ -15,7 +15,7 @@ from ..parallel.errors import InputError, OverlapError, UsageError
 from ..parallel.mpi import SerialComm, is_parallel, root_call, same_on_every_rank
 from .base import ANGSTROM_PER_NM, ATOM_FIELDS, FIELDS, FrameBlock, unwrap_steps, with_stored_steps
 from .registry import REGISTRY, detect_format
-from .xdrscan import scan_collective
+from .xdrscan import scan_walked
 
 #: How segment overlaps (restarts) are handled: refuse them; keep the later segment's frames
 #: (gmx trjcat's rule: a restart from a checkpoint supersedes what the earlier run wrote past
@@ -44,11 +44,10 @@ def scan_segment(path, format=None, on_truncated="error", group=None, near_step=
     with same_on_every_rank(comm or SerialComm()):
         path = os.fspath(path)
         cls = REGISTRY[detect_format(path, format)]
-        if comm is not None and is_parallel(comm):
-            if cls.walker is not None:
-                segment = scan_collective(cls, path, on_truncated, comm)
-            else:
-                segment = root_call(comm, _scan_file, cls, path, on_truncated, group)
+        if cls.walker is not None:
+            segment = scan_walked(cls, path, on_truncated, comm)
+        elif comm is not None and is_parallel(comm):
+            segment = root_call(comm, _scan_file, cls, path, on_truncated, group)
         else:
             segment = _scan_file(cls, path, on_truncated, group, handle)
         if near_step is not None and cls.step_modulus:

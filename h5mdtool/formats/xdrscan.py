@@ -1,4 +1,4 @@
-"""XTC and TRR frame offsets found by all ranks together.
+"""XTC and TRR frame offsets: from the offsets cache, or found by all ranks together.
 
 XTC and TRR frames carry no index: their starts are found by walking the headers, one frame
 after the other (:class:`~h5mdtool.formats.base.FrameWalk`), which on one rank takes about
@@ -29,8 +29,9 @@ import os
 import numpy as np
 
 from ..parallel.errors import InputError
-from ..parallel.mpi import balanced_slices, root_call, same_on_every_rank
-from .base import file_stat, reason
+from ..parallel.mpi import SerialComm, balanced_slices, is_parallel, root_call, same_on_every_rank
+from . import offsetcache
+from .base import reason
 
 #: Bytes searched at once for a frame start.
 SEARCH_WINDOW = 1 << 20
@@ -44,8 +45,13 @@ def byte_ranges(size, n_ranks):
     return [(4 * first, min(4 * stop, size)) for first, stop in balanced_slices(words, n_ranks)]
 
 
-def scan_collective(cls, path, on_truncated, comm):
-    """Scan XTC or TRR file *path* of format *cls* with every rank of *comm* (collective).
+def scan_walked(cls, path, on_truncated, comm=None):
+    """The :class:`~h5mdtool.formats.base.Segment` of XTC or TRR file *path* of format *cls*.
+
+    Rank 0 looks the file up in the offsets cache (:mod:`h5mdtool.formats.offsetcache`);
+    when the cache does not hold it, the file is scanned, by every rank of *comm* together
+    when it has several (see the module's docstring), and rank 0 keeps the scan of a whole,
+    sound file in the cache. Every rank of *comm* calls it.
 
     Returns
     -------
@@ -57,16 +63,32 @@ def scan_collective(cls, path, on_truncated, comm):
     InputError
         On every rank together (flagged collective), the serial scan's error.
     """
-    stat = root_call(comm, file_stat, path)
-    ranges = byte_ranges(stat.st_size, comm.size)
-    pieces = comm.allgather(walk_piece(cls.walker, path, stat.st_size, ranges[comm.rank], comm.rank == 0))
-    with same_on_every_rank(comm):
-        return join_pieces(cls, path, stat, on_truncated, ranges, pieces)
+    comm = comm or SerialComm()
+    stat, cached = root_call(comm, offsetcache.lookup, cls, path)
+    if cached is not None:
+        return cls.segment(path, stat, *cached, None)
+    if is_parallel(comm):
+        ranges = byte_ranges(stat.st_size, comm.size)
+        pieces = comm.allgather(walk_piece(cls.walker, path, stat.st_size, ranges[comm.rank], comm.rank == 0))
+        with same_on_every_rank(comm):
+            offsets, rows, dropped = join_pieces(cls, path, stat, on_truncated, ranges, pieces)
+    else:
+        stat, walk = cls.walker.whole_file(path, on_truncated)
+        offsets, rows, dropped = walk.walked_offsets(), walk.rows(), walk.dropped
+    segment = cls.segment(path, stat, offsets, rows, dropped)  # raises for headers that disagree
+    if comm.rank == 0 and dropped is None:
+        offsetcache.store(cls, path, stat, offsets, rows)
+    return segment
 
 
 def join_pieces(cls, path, stat, on_truncated, ranges, pieces):
-    """The :class:`~h5mdtool.formats.base.Segment` of *path* from the pieces of every rank
-    (:func:`walk_piece`, in rank order), as the serial scan finds it; every rank calls it.
+    """The frames of *path* from the pieces of every rank (:func:`walk_piece`, in rank
+    order), as the serial scan finds them; every rank calls it.
+
+    Returns
+    -------
+    offsets, rows, dropped
+        As :func:`_join`.
 
     Raises
     ------
@@ -76,8 +98,7 @@ def join_pieces(cls, path, stat, on_truncated, ranges, pieces):
     failures = [piece["unreadable"] for piece in pieces if piece["unreadable"]]
     if failures:
         raise InputError(f"{path}: cannot be read ({failures[0]})")
-    offsets, rows, dropped = _join(cls.walker, path, stat.st_size, on_truncated, ranges, pieces)
-    return cls.segment(path, stat, offsets, rows, dropped)
+    return _join(cls.walker, path, stat.st_size, on_truncated, ranges, pieces)
 
 
 def walk_piece(walker, path, size, byte_range, first):

@@ -119,7 +119,7 @@ def simulated(path, n_ranks, on_truncated):
     ranges = byte_ranges(stat.st_size, n_ranks)
     pieces = [walk_piece(cls.walker, path, stat.st_size, byte_range, rank == 0)
               for rank, byte_range in enumerate(ranges)]
-    return join_pieces(cls, path, stat, on_truncated, ranges, pieces)
+    return cls.segment(path, stat, *join_pieces(cls, path, stat, on_truncated, ranges, pieces))
 
 
 def assert_same_segment(segment, expected):
@@ -181,7 +181,7 @@ def test_a_false_start_that_passes_the_check_is_walked_over(tmp_path):
         pieces = [walk_piece(cls.walker, path, stat.st_size, r, rank == 0) for rank, r in enumerate(ranges)]
         starts = set(serial.offsets.tolist())
         fooled += sum(1 for p in pieces if p["start"] is not None and p["start"] not in starts)
-        assert_same_segment(join_pieces(cls, path, stat, "error", ranges, pieces), serial)
+        assert_same_segment(cls.segment(path, stat, *join_pieces(cls, path, stat, "error", ranges, pieces)), serial)
     assert fooled > 0  # the case under test happened
 
 
