@@ -4,7 +4,10 @@
 Each run times ``scan_segment(path, comm=comm)`` inside one process per rank (the
 slowest rank, after a barrier; the best of *repeat* scans, so MPI start-up and imports are
 left out), and saves the offsets. Targets: 2 ranks take at most 0.6x the time of 1 rank,
-and find the same offsets. The CPU seconds of each rank are printed beside the times: on a
+and find the same offsets. Then 1 rank again with the offsets cache on
+(:mod:`h5mdtool.formats.offsetcache`, in a directory of its own): the first scan keeps the
+offsets, the others find them (a lookup and its sample of headers walked again); target: at
+most 0.1x the scan, the same offsets. The CPU seconds of each rank are printed beside the times: on a
 loaded machine the ranks share their cores with other jobs, and the CPU time shows the
 work each one did.
 """
@@ -46,17 +49,21 @@ if comm.rank == 0:
 """
 
 
-def scan(path, n_ranks, repeat, directory):
-    """Best scan time on *n_ranks* ranks, each rank's CPU seconds, and the offsets found."""
-    out = os.path.join(directory, f"scan-{n_ranks}.json")
+def scan(path, n_ranks, repeat, directory, cache=None):
+    """Best scan time on *n_ranks* ranks, each rank's CPU seconds, and the offsets found;
+    with the offsets cache in directory *cache* when given (else off)."""
+    out = os.path.join(directory, f"scan-{n_ranks}{'-cached' if cache else ''}.json")
     launcher = [MPIRUN, "-n", str(n_ranks)] if n_ranks > 1 else []
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    if cache is not None:
+        env.update(H5MDTOOL_OFFSETS_CACHE="on", XDG_CACHE_HOME=cache)
     subprocess.run(launcher + [sys.executable, "-c", SCAN, path, str(repeat), out], check=True, env=env)
     with open(out) as handle:
         result = json.load(handle)
     result["offsets"] = np.load(out + ".npy")
     cpus = ", ".join(f"{c:.3f}" for c in result["cpu_seconds"])
-    print(f"  scan on {n_ranks} rank(s): {result['seconds']:.3f} s (best of {repeat}; CPU s per rank: {cpus})",
+    what = "offsets cache, 1 rank" if cache else f"scan on {n_ranks} rank(s)"
+    print(f"  {what}: {result['seconds']:.3f} s (best of {repeat}; CPU s per rank: {cpus})",
           flush=True)
     return result
 
@@ -71,16 +78,21 @@ def bench(repeats, repeat):
     with tempfile.TemporaryDirectory() as directory:
         one = scan(xtc, 1, max(repeat, 3), directory)
         two = scan(xtc, 2, max(repeat, 3), directory)
+        cached = scan(xtc, 1, max(repeat, 3), directory, cache=os.path.join(directory, "cache"))
     same = bool(np.array_equal(one["offsets"], two["offsets"]))
+    same_cached = bool(np.array_equal(one["offsets"], cached["offsets"]))
     print(f"  offsets identical: {same} ({len(one['offsets']) - 1} frames)")
     ratio = two["seconds"] / one["seconds"]
     cpu_ratio = max(two["cpu_seconds"]) / one["cpu_seconds"][0]
     print(f"  -> CPU seconds of the busiest of 2 ranks / of 1 rank: {cpu_ratio:.2f} (the work each rank did)")
     result = {"repeats": repeats, "seconds_1": one["seconds"], "seconds_2": two["seconds"],
               "cpu_seconds_1": one["cpu_seconds"], "cpu_seconds_2": two["cpu_seconds"], "cpu_ratio": cpu_ratio,
-              "offsets_identical": same}
+              "offsets_identical": same, "seconds_cached": cached["seconds"], "cached_identical": same_cached}
     result["checks"] = [check("2-rank scan / 1-rank scan", ratio, 0.6, higher_is_better=False),
-                        check("offsets identical (1 = yes)", float(same), 1.0)]
+                        check("offsets identical (1 = yes)", float(same), 1.0),
+                        check("offsets cache lookup / 1-rank scan", cached["seconds"] / one["seconds"], 0.1,
+                              higher_is_better=False),
+                        check("offsets from the cache identical (1 = yes)", float(same_cached), 1.0)]
     return result
 
 

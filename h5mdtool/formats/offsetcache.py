@@ -52,10 +52,15 @@ _OFF = ("off", "0", "no", "false")
 
 
 def cache_directory():
-    """The cache's directory, or None when ``H5MDTOOL_OFFSETS_CACHE`` turns it off."""
+    """The cache's directory, or None when ``H5MDTOOL_OFFSETS_CACHE`` turns it off (or no
+    home directory is known)."""
     if os.environ.get(ENVIRONMENT, "").strip().lower() in _OFF:
         return None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):  # unset, or relative: ignored, as the XDG specification says
+        base = os.path.join(os.path.expanduser("~"), ".cache")
+    if not os.path.isabs(base):  # no home directory: never a cache relative to the working directory
+        return None
     return os.path.join(base, "h5mdtool", "offsets")
 
 

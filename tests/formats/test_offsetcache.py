@@ -110,6 +110,18 @@ def test_off_keeps_nothing(cache, tmp_path, adk_frames, monkeypatch):
         assert offsetcache.lookup(cls_of(path), path)[1] is None
 
 
+def test_where_it_lives(monkeypatch, tmp_path):
+    monkeypatch.delenv(offsetcache.ENVIRONMENT, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert offsetcache.cache_directory() == str(tmp_path / "xdg" / "h5mdtool" / "offsets")
+    for ignored in ("", "relative/cache"):  # the XDG specification: only absolute paths count
+        monkeypatch.setenv("XDG_CACHE_HOME", ignored)
+        assert offsetcache.cache_directory() == str(tmp_path / "home" / ".cache" / "h5mdtool" / "offsets")
+    monkeypatch.setenv("HOME", "relative-home")
+    assert offsetcache.cache_directory() is None  # never relative to the working directory
+
+
 def test_a_file_just_written_is_not_kept(cache, tmp_path, adk_frames, monkeypatch):
     monkeypatch.setattr(offsetcache, "RECENT_SECONDS", 5.0)
     path = adk_xtc(tmp_path, adk_frames)
