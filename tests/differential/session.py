@@ -40,6 +40,9 @@ def run_profile(examples, *, derandomize, seed_value=None, ranks=None, commands=
     timeout = timeout or float(os.environ.get("DIFF_TIMEOUT", "120"))
     base = tempfile.mkdtemp(prefix="h5mdtool-differential-", dir=os.environ.get("DIFF_TMP"))
     keep_dir = keep_dir or os.environ.get("DIFF_KEEP_DIR") or tempfile.mkdtemp(prefix="h5mdtool-differential-kept-")
+    # the workers' offsets cache: the session's own, never the user's ~/.cache
+    saved_cache_home = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = os.path.join(base, "cache")
     runner = Runner(base, ranks=ranks, timeout=timeout, keep_dir=keep_dir, log=log)
     started = time.monotonic()
     drawn = {"cases": 0, "unusable": 0}
@@ -69,6 +72,10 @@ def run_profile(examples, *, derandomize, seed_value=None, ranks=None, commands=
         if runner.keep_dir_used is None:
             shutil.rmtree(keep_dir, ignore_errors=True)
         shutil.rmtree(base, ignore_errors=True)
+        if saved_cache_home is None:
+            os.environ.pop("XDG_CACHE_HOME", None)
+        else:
+            os.environ["XDG_CACHE_HOME"] = saved_cache_home
     return runner
 
 
