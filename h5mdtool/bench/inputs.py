@@ -152,6 +152,18 @@ def manifest_path(path):
     return path if is_manifest(path) else None
 
 
+def offsets_origin(segments, parallel):
+    """How the frames of *segments* were found, for reports: scanned (by all ranks together
+    when *parallel*), or taken from the offsets cache (:mod:`h5mdtool.formats.offsetcache`)."""
+    scanned = "scanned by all ranks together" if parallel else "scanned"
+    cached = sum(1 for segment in segments if segment.cached)
+    if cached == 0:
+        return scanned
+    if cached == len(segments):
+        return "from the offsets cache"
+    return f"{scanned}; {cached} of {len(segments)} files from the offsets cache"
+
+
 def inspect_input(paths, group=None, format=None, comm=None):
     """Describe the input: an H5MD file, segments of one trajectory, or a split manifest.
 
@@ -196,7 +208,7 @@ def inspect_input(paths, group=None, format=None, comm=None):
         _check_positions(index)
     n_frames = len(position_frames(index))
     layout = {"layout": "single shared file" if len(paths) == 1 else f"{len(paths)} segments",
-              "offsets": "scanned by all ranks together" if is_parallel(comm) else "scanned"}
+              "offsets": offsets_origin(index.segments, is_parallel(comm))}
     return InputInfo(kind="shared", path=os.path.abspath(paths[0]), format=",".join(index.formats),
                      n_frames=n_frames, n_atoms=index.n_atoms, files=[_stat(p) for p in paths],
                      layout=layout, h5md_group=group, index=index)

@@ -199,6 +199,9 @@ class Segment:
         (``--on-overlap later``).
     dropped : dict, optional
         What the scan left out (an incomplete last frame), for the summary and provenance.
+    cached : bool
+        XTC/TRR: the offsets came from the offsets cache (:mod:`h5mdtool.formats.offsetcache`),
+        not from walking the file.
     """
 
     path: str
@@ -217,6 +220,7 @@ class Segment:
     skip: int = 0
     cut: int = 0
     dropped: dict = None
+    cached: bool = False
 
     @property
     def kept_frames(self):

@@ -66,7 +66,9 @@ def scan_walked(cls, path, on_truncated, comm=None):
     comm = comm or SerialComm()
     stat, cached = root_call(comm, offsetcache.lookup, cls, path)
     if cached is not None:
-        return cls.segment(path, stat, *cached, None)
+        segment = cls.segment(path, stat, *cached, None)
+        segment.cached = True
+        return segment
     if is_parallel(comm):
         ranges = byte_ranges(stat.st_size, comm.size)
         pieces = comm.allgather(walk_piece(cls.walker, path, stat.st_size, ranges[comm.rank], comm.rank == 0))

@@ -275,3 +275,19 @@ def test_collective_scans_keep_and_find_it(comm, shared_tmp, adk_frames, monkeyp
         if comm.rank == 0:
             assert len(entries(os.path.join(shared_tmp, "home", "h5mdtool", "offsets"))) == 1
     comm.Barrier()
+
+
+def test_bench_says_where_the_offsets_came_from(cache, tmp_path, adk_frames):
+    """bench rmsd's input record: scanned the first time, from the cache the next; a
+    trajectory of several files says how many came from it."""
+    from h5mdtool.bench.inputs import inspect_input, offsets_origin
+
+    path = adk_xtc(tmp_path, adk_frames)
+    assert inspect_input([path]).layout["offsets"] == "scanned"
+    info = inspect_input([path])
+    assert info.layout["offsets"] == "from the offsets cache"
+    assert all(segment.cached for segment in info.index.segments)
+    fresh = uncached(path)
+    assert not fresh.cached
+    assert offsets_origin([fresh, info.index.segments[0]], True) == \
+        "scanned by all ranks together; 1 of 2 files from the offsets cache"
