@@ -72,7 +72,8 @@ def entry_key(format_name, path, stat):
 
 
 def _entry_path(directory, key):
-    return os.path.join(directory, hashlib.sha256(key.encode()).hexdigest() + ".npz")
+    # a name's bytes that are not UTF-8 are carried as lone surrogates (PEP 383): back to bytes
+    return os.path.join(directory, hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest() + ".npz")
 
 
 def _same_file(a, b):

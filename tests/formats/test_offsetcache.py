@@ -101,6 +101,16 @@ def test_kept_outside_the_input_directory_and_found_again(tmp_path, cache, adk_f
     assert_same_segment(scan_segment(path), uncached(path))
 
 
+def test_a_name_that_is_not_utf8(cache, tmp_path, adk_frames):
+    """Bytes 0xff 0xfe in the file's name (lone surrogates in Python): kept and found."""
+    written = adk_xtc(tmp_path, adk_frames, 10)  # MDAnalysis's writer takes UTF-8 names only
+    path = os.path.join(tmp_path, os.fsdecode(b"run\xff\xfe.xtc"))
+    os.rename(written, path)
+    assert_same_segment(scan_segment(path), uncached(path))
+    assert len(entries(cache)) == 1
+    assert offsetcache.lookup(cls_of(path), path)[1] is not None
+
+
 def test_off_keeps_nothing(cache, tmp_path, adk_frames, monkeypatch):
     path = adk_xtc(tmp_path, adk_frames)
     for setting in ("off", "0", "no", "FALSE"):
