@@ -20,8 +20,8 @@ next command on the same, unchanged file skips it.
   ``--on-truncated drop``, is not), only when the file did not change while it was scanned,
   and only when it was last modified :data:`RECENT_SECONDS` or more before: file systems
   record times in clock ticks of a few milliseconds, so a file changed again within the
-  tick of its scan would keep its key. The cache never decides whether a command fails: an entry that cannot be read or
-  written is the same as no entry.
+  tick of its scan would keep its key. The cache never decides whether a command fails: an
+  entry that cannot be read or written is the same as no entry.
 * Size: at most :data:`MAX_BYTES`; the least recently used entries go first.
 """
 
