@@ -38,7 +38,7 @@ from ..formats import check_trajectory, load_decoders, scan
 from ..h5md.codecs import codec, register_plugins
 from ..h5md.layout import Layout
 from ..h5md.provenance import base_record
-from ..h5md.units import unit_of
+from ..h5md.units import text, unit_of
 from ..h5md.writer import ELEMENT_NAMES, PARTICLES, PROVENANCE, TrajectoryWriter, read_provenance
 from ..parallel.errors import InputError, OutputError, OverlapError, UsageError
 from ..parallel.mpi import (
@@ -173,6 +173,11 @@ def _plan(comm, inputs, target, temporary, *, on_overlap, on_truncated, format, 
             last_step = max(last_steps) if last_steps else None
             has_time = f"{PARTICLES}/position/time" in handle
             edges_unit = next((unit_of(handle[paths["edges"]]) for _, paths, _, _ in groups if "edges" in paths), None)
+            box_group = handle.get(f"{PARTICLES}/box")
+            boundary = None
+            if box_group is not None:  # one value stands for every dimension, as the H5MD reader takes it
+                boundary = [text(b) for b in np.atleast_1d(box_group.attrs.get("boundary", ["periodic"] * 3))]
+                boundary = boundary * 3 if len(boundary) == 1 else boundary
             late = _allocated_late(handle[PARTICLES]) if comm.size > 1 else None
             observed = _observables_per_frame(handle, groups[0][3])
     except (OSError, KeyError, ValueError, TypeError) as error:
@@ -229,8 +234,13 @@ def _plan(comm, inputs, target, temporary, *, on_overlap, on_truncated, format, 
         raise InputError(f"{target} holds {', '.join(held)} but the new frames hold {', '.join(wanted)}"
                          + (f": pass --no-{extra[0]} to leave {extra[0]} out" if extra and not missing else ""))
     has_box = any("box" in fields for fields, _, _, _ in groups)
-    if index.has("box") and index.fields["box"][frames].any() and not has_box:
+    new_box = index.has("box") and index.fields["box"][frames].any()
+    if new_box and not has_box:
         raise InputError(f"the new frames hold a box but {target} has none: an append cannot add one")
+    added = [axis for axis, old, new in zip("xyz", boundary or [], index.boundary) if new == "periodic" != old]
+    if new_box and has_box and added:  # the file's boxes are not periodic there: the new ones would lose it
+        raise InputError(f"the new frames' box is periodic in {', '.join(added)} but {target}'s is not (H5MD "
+                         f"boundary {' '.join(boundary)}): an append cannot make it periodic")
     for name in wanted:
         stored = layout.encoding(name, index.dtype).dtype
         if stored != dtypes[name]:

@@ -285,6 +285,27 @@ def test_append_refusals(tmp_path, segments, adk):
         append(segments["xtc"][1], str(tmp_path / "missing.h5md"), progress=False)
 
 
+def test_a_periodic_box_is_not_appended_to_a_file_whose_box_is_not(tmp_path, segments):
+    """A file whose box has H5MD boundary none (an open system with edges) and new frames
+    with a periodic box (an XTC's): refused, the file unchanged; appending them had kept
+    boundary none, so their boxes silently lost their periodicity (make fuzz, seed
+    4258693996: box-dropped)."""
+    grown = str(tmp_path / "g.h5md")
+    convert(segments["xtc"][0], grown, progress=False)
+    with h5py.File(grown, "r+") as handle:
+        handle[f"{TRAJ}/box"].attrs["boundary"] = np.array([b"none"] * 3)
+    before = hashlib.sha256(open(grown, "rb").read()).hexdigest()
+    with pytest.raises(InputError, match=r"periodic in x, y, z but .*g.h5md's is not \(H5MD boundary none none "
+                                         r"none\): an append cannot make it periodic"):
+        append(segments["xtc"][1], grown, progress=False)
+    assert hashlib.sha256(open(grown, "rb").read()).hexdigest() == before
+    assert sorted(os.listdir(tmp_path)) == ["g.h5md"]
+    with h5py.File(grown, "r+") as handle:  # periodic in x and y only: z would be added
+        handle[f"{TRAJ}/box"].attrs["boundary"] = np.array([b"periodic", b"periodic", b"none"])
+    with pytest.raises(InputError, match="periodic in z but"):
+        append(segments["xtc"][1], grown, progress=False)
+
+
 def test_append_cli(tmp_path, segments):
     grown = str(tmp_path / "g.h5md")
     convert(segments["xtc"][0], grown, progress=False)

@@ -103,7 +103,14 @@ def recipes():
     unbounded = [_h5md(boundary=(False, False, False), steps=np.arange(3, dtype=np.int64) * 10 + 30 * k,
                        times=(np.arange(3) + 3 * k) * 0.02) for k in range(3)]
     unbounded[1].writer = "mdanalysis"
+    open_then_periodic = [_h5md(boundary=(False, False, False)),
+                          _h5md(steps=np.arange(3, dtype=np.int64) * 10 + 30, times=(np.arange(3) + 3) * 0.02)]
     return {
+        "append-periodic-box-to-an-open-box": (
+            Case("append", open_then_periodic, NAMES, {"split_at": 1, "base_ranks": 1, "base": {},
+                                                       "on_overlap": "error"}),
+            "a file whose box has boundary none, new frames with a periodic box: refused (appended, they "
+            "lost their periodicity: make fuzz, seed 4258693996, box-dropped)"),
         "append-mdanalysis-segment-box": (
             Case("append", unbounded, NAMES, {"split_at": 2, "base_ranks": 1, "base": {}, "on_overlap": "later"}),
             "segments with boundary none, one written by MDAnalysis's H5MDWriter (which stores the box "
