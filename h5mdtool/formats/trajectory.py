@@ -34,8 +34,9 @@ def scan_segment(path, format=None, on_truncated="error", group=None, near_step=
     An XTC or TRR file's offsets come from the offsets cache when it holds the file
     (:mod:`h5mdtool.formats.offsetcache`). With a communicator of several ranks every rank
     calls it and gets the segment: an XTC or TRR file is otherwise scanned by all ranks
-    together (:mod:`h5mdtool.formats.xdrscan`), any other by rank 0 and broadcast; errors are raised by every rank together. *handle*: an H5MD
-    file already open (``h5py.File``), scanned without opening it again (serial only).
+    together (:mod:`h5mdtool.formats.xdrscan`), any other by rank 0 and broadcast; errors
+    are raised by every rank together. *handle*: an H5MD file already open
+    (``h5py.File``), scanned without opening it again (serial only).
 
     Raises
     ------

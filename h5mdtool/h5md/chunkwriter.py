@@ -217,7 +217,6 @@ class GatheredChunkWriter(DirectChunkWriter):
         return [root] + [1.0] * (n_ranks - 1)
 
 
-
 def _encoded(prepared):
     """What :meth:`DirectChunkWriter.prepare` started, once encoded: ``(corner, bytes, filter
     mask)`` of each chunk, and the box rows as they were."""
