@@ -18,6 +18,7 @@ from h5mdtool.parallel.errors import InputError, OverlapError
 from h5mdtool.check.validate import validate_file
 
 from conftest import MPIRUN, ROOT, run_h5mdtool, write_xtc
+from rankprocs import rank_pids
 
 TRAJ = "particles/trajectory"
 BOUNDS = [(0, 37), (37, 70), (70, 98)]
@@ -447,7 +448,6 @@ def test_a_rank_killed_outright_leaves_nothing_the_next_append_cannot_clear(tmp_
     every rank is killed outright), and every later append was refused until the user removed
     the lock by hand. The lock names every rank and the copy: once none of them runs, the
     next append removes both, says so, and appends."""
-    from test_interrupts import rank_pids
 
     grown, whole = str(tmp_path / "g.h5md"), str(tmp_path / "whole.h5md")
     convert(segments["xtc"][0], grown, progress=False, chunk_frames=4)

@@ -20,6 +20,7 @@ import time
 import pytest
 
 from conftest import MPIRUN, ROOT
+from rankprocs import rank_pids, rank_pids_of
 from h5mdtool.parallel import interrupts
 
 #: Seconds within which an interrupted job must be gone (mpirun itself takes up to 2 s to
@@ -29,43 +30,6 @@ START_TIMEOUT = 90.0
 SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"]
 #: What batch systems send before they kill a job (Grid Engine, LSF, Slurm's --signal).
 WARNINGS = ["SIGUSR1", "SIGUSR2", "SIGXCPU"]
-
-
-def _children(pid):
-    """Process ids whose parent is *pid* (from /proc)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as handle:
-                    parent = int(handle.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            if parent == pid:
-                found.append(int(entry))
-    return found
-
-
-def rank_pids(launcher):
-    """MPI rank -> process id of the h5mdtool ranks that *launcher* (mpirun) started.
-
-    Only its direct children: a rank's own short-lived children (a fork before an exec)
-    share its command line and environment.
-    """
-    ranks = {}
-    for pid in _children(launcher):
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as handle:
-                environment = dict(
-                    item.split(b"=", 1) for item in handle.read().split(b"\0") if b"=" in item
-                )
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                command = handle.read()
-        except OSError:
-            continue
-        if b"h5mdtool" in command and b"OMPI_COMM_WORLD_RANK" in environment:
-            ranks[int(environment[b"OMPI_COMM_WORLD_RANK"])] = pid
-    return ranks
 
 
 class Interrupted:
@@ -243,23 +207,6 @@ def test_signal_reaches_a_rank_inside_a_collective_hdf5_write(tmp_path):
     assert time.monotonic() - sent < 10
     assert [line for line in stderr.splitlines() if line.startswith("error:")] == ["error: interrupted"]
     assert os.listdir(tmp_path) == []
-
-
-def rank_pids_of(launcher, marker):
-    """Like :func:`rank_pids` for processes whose command line contains *marker*."""
-    ranks = {}
-    for pid in _children(launcher):
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as handle:
-                environment = handle.read()
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                command = handle.read()
-        except OSError:
-            continue
-        for item in environment.split(b"\0"):
-            if item.startswith(b"OMPI_COMM_WORLD_RANK=") and marker.encode() in command:
-                ranks[int(item.split(b"=")[1])] = pid
-    return ranks
 
 
 def test_background_job_of_a_script_stops_on_sigint(tmp_path, adk):
