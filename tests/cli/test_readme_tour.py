@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from conftest import MPIRUN, ROOT
@@ -69,6 +70,12 @@ def tour_directory(tmp_path):
     return tmp_path
 
 
+def tour_analysis():
+    """The README's Python block of an MDAnalysis analysis on the tour's files."""
+    text = open(os.path.join(ROOT, "README.md")).read()
+    return re.search(r"Your own MDAnalysis analysis on a converted file.*?```python\n(.*?)```", text, flags=re.S).group(1)
+
+
 def test_the_tour_block_is_found():
     commands = tour_commands()
     assert len(commands) >= 10 and commands[0][:2] == ["h5mdtool", "--help"]
@@ -96,3 +103,13 @@ def test_every_tour_command_runs_without_warning(tour_directory):
             assert target not in written, f"{shown}: writes {target} a second time"
             written.add(target)
     assert {"md.h5md", "striped.h5md", "small.h5md", "md.pdb", "fast.h5md"} <= set(os.listdir(tour_directory))
+    # then the analysis on the file the tour stored a topology in, against MDAnalysis on the XTC
+    done = subprocess.run([sys.executable, "-c", tour_analysis()], cwd=tour_directory, capture_output=True,
+                          text=True, timeout=600, env=environment)
+    assert done.returncode == 0 and not WARNING.search(done.stdout + done.stderr), done.stdout + done.stderr
+    from MDAnalysis.analysis import rms
+
+    expected = rms.RMSD(mda.Universe(str(tour_directory / "md.tpr"), str(tour_directory / "md.xtc")),
+                        select="name CA").run().results.rmsd[-1]
+    printed = np.array(done.stdout.replace("[", " ").replace("]", " ").split(), float)
+    np.testing.assert_allclose(printed, expected, rtol=1e-5, atol=1e-5)
