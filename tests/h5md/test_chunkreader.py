@@ -208,3 +208,36 @@ def test_zstd_chunk_of_two_frames_is_an_error_never_half_a_chunk(tmp_path, monke
         assert "decompress" in str(error)
     finally:
         reader.close()
+
+
+class _MemoryErrorOnRead:
+    """A dataset's id whose ``read_direct_chunk`` raises MemoryError, as HDF5 1.14.5 with h5py
+    3.16 does for a dataset no chunk was written to; everything else is the real id's."""
+
+    def __init__(self, dataset):
+        self._id = dataset.id
+
+    def read_direct_chunk(self, corner):
+        raise MemoryError
+
+    def __getattr__(self, name):
+        return getattr(self._id, name)
+
+
+class _Dataset:
+    def __init__(self, dataset):
+        self.id = _MemoryErrorOnRead(dataset)
+
+
+@pytest.mark.parametrize("written", [[], [0], [3, 7]])
+def test_chunk_stored_answers_when_reading_the_chunk_gives_memory_error(tmp_path, written):
+    """Regression (HDF5 1.14.5): validate's check of a dataset declaring 2**40 rows with none
+    written reported "cannot read the storage: MemoryError" instead of its missing rows."""
+    with h5py.File(tmp_path / "f.h5", "w") as handle:
+        dataset = handle.create_dataset("v", shape=(10, 4, 3), maxshape=(None, 4, 3), chunks=(1, 4, 3), dtype="f4")
+        for row in written:
+            dataset[row] = 1.0
+        for row in range(10):
+            expected = row in written
+            assert chunkcodec.chunk_stored(dataset, (row, 0, 0)) is expected
+            assert chunkcodec.chunk_stored(_Dataset(dataset), (row, 0, 0)) is expected
