@@ -89,8 +89,9 @@ python_environment() {
         $pip install --upgrade pip setuptools wheel
         $pip install numpy Cython pkgconfig
         if [ -n "${HDF5_DIR:-}" ] || [ "${MPI4PY_FROM_SOURCE:-0}" = 1 ]; then
-            # a site MPI: build mpi4py against the same MPI that HDF5 was built with
-            MPICC=${MPICC:-mpicc} $pip install --no-binary=mpi4py mpi4py
+            # a site MPI: build mpi4py against the same MPI that HDF5 was built with (not a
+            # wheel from pip's cache, which may have been built against another: see h5py)
+            MPICC=${MPICC:-mpicc} $pip install --no-cache-dir --no-binary=mpi4py mpi4py
         else
             $pip install mpi4py
         fi
@@ -98,9 +99,12 @@ python_environment() {
     if "$VENV/bin/python" -c "import h5py, sys; sys.exit(0 if h5py.get_config().mpi else 1)" 2>/dev/null; then
         say "h5py with MPI already installed"
     else
-        say "building h5py against parallel HDF5 (a few minutes the first time; pip caches the wheel)"
+        say "building h5py against parallel HDF5${HDF5_DIR:+ in $HDF5_DIR} (a few minutes)"
         hdf5_build_env
-        $pip install --no-build-isolation --no-binary=h5py --force-reinstall --no-deps h5py
+        # --no-cache-dir: pip's wheel cache keys a wheel built from source by h5py's version
+        # alone, so it would hand this venv an h5py built earlier against another HDF5 (an
+        # earlier HDF5_DIR, Debian's, another cluster's sharing this home directory)
+        $pip install --no-cache-dir --no-build-isolation --no-binary=h5py --force-reinstall --no-deps h5py
         "$VENV/bin/python" -c "import h5py, sys; sys.exit(0 if h5py.get_config().mpi else 1)" \
             || { echo "[install] h5py was built without MPI; see docs/installation.md" >&2; exit 1; }
     fi
