@@ -23,6 +23,7 @@ The filter functions, zlib, libdeflate and python-zstandard release the GIL, so 
 
 import ctypes
 import glob
+import math
 import os
 import threading
 import typing
@@ -486,7 +487,7 @@ class ChunkReader:
         """The :class:`FilterPipeline` that decodes *dataset*'s chunks here, or None (HDF5 reads it)."""
         return self._layout(dataset).pipeline
 
-    def read(self, dataset, start, stop, span, out, scale=None):
+    def read(self, dataset, start, stop, span, out, scale=None, threads=None):
         """``out[...] = dataset[start:stop, span[0]:span[1]]``, times *scale* if given.
 
         Parameters
@@ -502,6 +503,9 @@ class ChunkReader:
             that dtype) by the thread that decoded the chunk, while the chunk is in its cache.
         scale : scalar, optional
             Factor the values are multiplied by (only when the chunks are decoded here).
+        threads : int, optional
+            Threads decoding this read, the calling one included (default: all of the
+            reader's). Each decodes a contiguous group of the rows of chunks.
 
         Returns
         -------
@@ -522,27 +526,30 @@ class ChunkReader:
             return False
         rows = shape[0]
         chunk_id = dataset.id
-        corners = range(start - start % rows, stop, rows)
-        # one row of chunks (random access) is decoded here: handing it to a thread costs a
-        # wake-up and gains nothing
-        submit = _run_here if len(corners) == 1 else self.pool.submit
-        pending = []
-        try:
-            for corner in corners:
-                pieces = []
-                for offset in offsets:
-                    try:
-                        mask, stored = chunk_id.read_direct_chunk((corner,) + offset)
-                    except (OSError, KeyError, ValueError, RuntimeError):  # a chunk never written: HDF5 fills it
-                        for future in pending:
-                            future.result()
-                        return self._read_by_hdf5(dataset, start, stop, span, out, scale)
-                    pieces.append((offset[-1] if offset else 0, mask, stored))
-                first, last = max(start, corner), min(stop, corner + rows)
-                pending.append(submit(_decode_rows, pipeline, pieces, dtype, shape, corner, first, last,
-                                      span, out[first - start:last - start], scale))
-        finally:
-            errors = [future.exception() for future in pending]
+        chunk_rows = []  # (corner, pieces) of each row of chunks
+        for corner in range(start - start % rows, stop, rows):
+            pieces = []
+            for offset in offsets:
+                try:
+                    mask, stored = chunk_id.read_direct_chunk((corner,) + offset)
+                except (OSError, KeyError, ValueError, RuntimeError):  # a chunk never written: HDF5 fills it
+                    return self._read_by_hdf5(dataset, start, stop, span, out, scale)
+                pieces.append((offset[-1] if offset else 0, mask, stored))
+            chunk_rows.append((corner, pieces))
+        # Each thread decodes one contiguous group of the rows of chunks, this thread the
+        # first. With a task per chunk the threads handed Python's GIL to each other tens of
+        # times a chunk, and a thread iterating frames meanwhile (MDAnalysis, while the next
+        # block is read in the background) waited for it each time.
+        groups = max(1, min(self.threads if threads is None else threads, self.threads, len(chunk_rows)))
+        bounds = [len(chunk_rows) * number // groups for number in range(groups + 1)]
+        calls = []
+        for number in range(groups):
+            group = chunk_rows[bounds[number]:bounds[number + 1]]
+            first, last = max(start, group[0][0]), min(stop, group[-1][0] + rows)
+            calls.append((_decode_rows, pipeline, group, dtype, shape, first, last, span,
+                          out[first - start:last - start], scale))
+        pending = [self.pool.submit(*call) for call in calls[1:]]
+        errors = [_run_here(*calls[0]).exception()] + [future.exception() for future in pending]
         for error in errors:
             if error is not None:
                 raise error
@@ -595,26 +602,54 @@ def _store(values, out, scale):
 
 
 _SCRATCH = threading.local()
+#: Bytes of decoded chunks a thread gathers before storing them into the output in one call.
+STORE_BYTES = 4 << 20
 
 
-def _decode_rows(pipeline, pieces, dtype, shape, corner, first, last, span, out, scale=None):
-    """Decode the chunks of the row of chunks at row *corner*, *pieces* of (last-axis column,
-    filter mask, stored bytes), each into this thread's reused scratch array, and store their
-    dataset rows ``first:last`` and atoms *span* into *out* (cast to its dtype, times
-    *scale*: :func:`_store`)."""
-    size = int(np.prod(shape)) * dtype.itemsize
-    scratch = getattr(_SCRATCH, "array", None)
-    if scratch is None or scratch.size != size:
-        scratch = _SCRATCH.array = np.empty(size, np.uint8)
-    for column, mask, stored in pieces:
-        try:
-            data = pipeline.decode(stored, mask, out=scratch)
-        except RuntimeError as error:
-            raise DamagedChunk(f"cannot decompress a chunk ({error})", first) from None
-        if data.size != size:
-            raise DamagedChunk(f"a chunk decompresses to {data.size} bytes, not the {size} of its shape", first)
-        rows = data.view(dtype).reshape(shape)[first - corner:last - corner, span[0]:span[1]]
-        _store(rows, out if len(pieces) == 1 else out[..., column:column + shape[-1]], scale)
+def _scratch(name, size):
+    """This thread's reused uint8 array *name* of *size* bytes (grown when too small)."""
+    array = getattr(_SCRATCH, name, None)
+    if array is None or array.size < size:
+        array = np.empty(size, np.uint8)
+        setattr(_SCRATCH, name, array)
+    return array[:size]
+
+
+def _decode_rows(pipeline, chunk_rows, dtype, shape, first, last, span, out, scale=None):
+    """Decode the rows of chunks *chunk_rows*, consecutive (corner, pieces) with pieces of
+    (last-axis column, filter mask, stored bytes), and store their dataset rows
+    ``first:last`` and atoms *span* into *out* (cast to its dtype, times *scale*:
+    :func:`_store`).
+
+    The chunks are decoded into this thread's reused scratch array, up to
+    :data:`STORE_BYTES` of them, which are then stored in one call: every call that lets go
+    of Python's GIL is a hand-over to any thread waiting for it, and one per chunk, not
+    two, keeps a thread iterating frames meanwhile from waiting.
+    """
+    rows = shape[0]
+    size = math.prod(shape) * dtype.itemsize
+    columns = len(chunk_rows[0][1])
+    row_shape = shape[1:-1] + (shape[-1] * columns,)
+    per_store = max(1, STORE_BYTES // (size * columns))
+    for begin in range(0, len(chunk_rows), per_store):
+        batch = chunk_rows[begin:begin + per_store]
+        corner = batch[0][0]
+        decoded = _scratch("rows", len(batch) * size * columns).view(dtype).reshape((len(batch) * rows,) + row_shape)
+        for number, (row_corner, pieces) in enumerate(batch):
+            target = decoded[number * rows:(number + 1) * rows]
+            for column, mask, stored in pieces:
+                try:
+                    data = pipeline.decode(stored, mask, out=target.view(np.uint8).reshape(-1) if columns == 1
+                                           else _scratch("piece", size))
+                except RuntimeError as error:
+                    raise DamagedChunk(f"cannot decompress a chunk ({error})", max(first, row_corner)) from None
+                if data.size != size:
+                    raise DamagedChunk(f"a chunk decompresses to {data.size} bytes, not the {size} of its shape",
+                                       max(first, row_corner))
+                if columns > 1:
+                    target[..., column:column + shape[-1]] = data.view(dtype).reshape(shape)
+        low, high = max(first, corner), min(last, corner + len(batch) * rows)
+        _store(decoded[low - corner:high - corner, span[0]:span[1]], out[low - first:high - first], scale)
 
 
 def chunk_stored(dataset, corner):

@@ -32,12 +32,15 @@ def _dataset(handle, name, values, chunk_frames, compression, split_xyz=False):
 @settings(max_examples=40, deadline=None)
 @given(compression=st.sampled_from(CODECS), dtype=st.sampled_from(["float32", "int32", "float64"]),
        n_frames=st.integers(1, 20), chunk_frames=st.integers(1, 8), n_atoms=st.integers(1, 30),
-       threads=st.integers(1, 3), split_xyz=st.booleans(), scale=st.sampled_from([None, 10.0, 0.01, 1e-4]),
-       data=st.data())
+       threads=st.integers(1, 3), read_threads=st.sampled_from([None, 1, 2, 3]),
+       store_rows=st.sampled_from([None, 1, 2, 3]), split_xyz=st.booleans(),
+       scale=st.sampled_from([None, 10.0, 0.01, 1e-4]), data=st.data())
 def test_values_cast_and_scaled_by_the_decoding_thread(tmp_path_factory, compression, dtype, n_frames, chunk_frames,
-                                                       n_atoms, threads, split_xyz, scale, data):
+                                                       n_atoms, threads, read_threads, store_rows, split_xyz, scale,
+                                                       data):
     """float32 out of any stored dtype, times a float32 factor: numpy's cast then product in
-    float32 (what MDAnalysis's H5MDReader computes), bit for bit, for any rows and atoms."""
+    float32 (what MDAnalysis's H5MDReader computes), bit for bit, for any rows and atoms, any
+    number of threads decoding the read and any number of rows of chunks stored at once."""
     values = (np.random.default_rng(n_frames).standard_normal((n_frames, n_atoms, 3)) * 5e4).astype(dtype)
     path = str(tmp_path_factory.mktemp("scaled") / "x.h5")
     chunk_frames = min(chunk_frames, n_frames)
@@ -49,11 +52,15 @@ def test_values_cast_and_scaled_by_the_decoding_thread(tmp_path_factory, compres
     last = data.draw(st.integers(first + 1, n_atoms))
     factor = None if scale is None else np.float32(scale)
     reader = ChunkReader(threads)
+    store_bytes = chunkcodec.STORE_BYTES
+    if store_rows is not None:
+        chunkcodec.STORE_BYTES = store_rows * chunk_frames * n_atoms * 3 * np.dtype(dtype).itemsize
     try:
         with h5py.File(path, "r") as handle:
             out = np.empty((stop - start, last - first, 3), np.float32)
-            assert reader.read(handle["x"], start, stop, (first, last), out, factor)
+            assert reader.read(handle["x"], start, stop, (first, last), out, factor, read_threads)
     finally:
+        chunkcodec.STORE_BYTES = store_bytes
         reader.close()
     expected = values[start:stop, first:last].astype(np.float32)
     if factor is not None:
@@ -112,6 +119,47 @@ def test_one_damaged_row_of_chunks_decoded_in_the_calling_thread(tmp_path, compr
             reader.read(handle["x"], 3, 4, (0, 50), out[:1])
     reader.close()
     assert not submitted
+
+
+@pytest.mark.parametrize("threads, tasks", [(1, 0), (2, 1), (None, 2), (5, 2)])
+def test_each_thread_decodes_one_group_of_rows_the_calling_thread_the_first(tmp_path, threads, tasks):
+    """A read of 7 rows of chunks by a reader of 3 threads: *threads* of them decode it (None:
+    all 3, more: no more than 3), each one contiguous group, so the pool gets one task per
+    thread beyond the calling one; the values are HDF5's."""
+    values = np.arange(7 * 2 * 20 * 3, dtype=np.float32).reshape(14, 20, 3)
+    with h5py.File(str(tmp_path / "x.h5"), "w") as handle:
+        _dataset(handle, "x", values, 2, "zstd")
+    reader = ChunkReader(3)
+    submitted = []
+    original = reader.pool.submit
+    reader.pool.submit = lambda function, *args: submitted.append(args[1]) or original(function, *args)
+    try:
+        with h5py.File(str(tmp_path / "x.h5"), "r") as handle:
+            out = np.empty((13, 20, 3), np.float32)
+            assert reader.read(handle["x"], 1, 14, (0, 20), out, None, threads)
+    finally:
+        reader.close()
+    np.testing.assert_array_equal(out, values[1:])
+    assert len(submitted) == tasks
+    assert all(len(group) >= 2 for group in submitted)  # groups, not single rows of chunks
+
+
+def test_damage_in_a_later_group_names_its_row(tmp_path):
+    """A damaged chunk in the rows a pool thread decodes is an OSError naming the first row
+    asked of it, as in the calling thread's group."""
+    path = str(tmp_path / "x.h5")
+    with h5py.File(path, "w") as handle:
+        dataset = _dataset(handle, "x", np.arange(1200, dtype=np.float32).reshape(8, 50, 3), 2, "zstd")
+        mask, stored = dataset.id.read_direct_chunk((6, 0, 0))
+        dataset.id.write_direct_chunk((6, 0, 0), stored[: len(stored) // 2], filter_mask=mask)
+    reader = ChunkReader(2)
+    try:
+        with h5py.File(path, "r") as handle:
+            with pytest.raises(chunkcodec.DamagedChunk, match="decompress") as caught:
+                reader.read(handle["x"], 1, 8, (0, 50), np.empty((7, 50, 3), np.float32))
+    finally:
+        reader.close()
+    assert caught.value.row == 6
 
 
 def _streams():
