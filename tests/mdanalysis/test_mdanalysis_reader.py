@@ -260,6 +260,47 @@ def test_reads_ahead_only_where_it_overlaps_decompression(adk, adk_layouts, monk
     reader.close()
 
 
+@pytest.mark.parametrize("waits, decoders", [([0.9] * 4, None), ([0.01] * 4, 1), ([0.01] * 4 + [0.9], None),
+                                              ([0.9] * 3 + [0.01] * 3, 1), ([0.3, 0.2], None), ([0.2] * 4, None),
+                                              ([0.2] * 5, 1)])
+def test_decoding_threads_paced_by_how_long_the_loop_waits(adk, adk_layouts, monkeypatch, waits, decoders):
+    """Blocks read ahead are decoded by every thread while the loop over frames waits a
+    quarter of its time or more for them (on average, the last block weighing half), by one
+    thread while the analysis keeps its core busy. Each entry of *waits* is the share of a
+    second between two blocks the loop waited; the reader starts as if it had waited."""
+    reader = h5mda.Universe(adk_layouts["zstd-auto-chunks"], topology=adk[0]).trajectory
+    clock = [100.0]
+    monkeypatch.setattr("h5mdtool.mdanalysis.reader.time.perf_counter", lambda: clock[0])
+    for waited in waits:
+        reader._served_from = clock[0]
+        clock[0] += 1.0
+        reader._pace_decoding(waited)
+    assert reader._decoders == decoders
+    reader.close()
+
+
+@pytest.mark.parametrize("decoders", [None, 1])
+def test_blocks_read_ahead_decoded_by_the_threads_paced(adk, adk_layouts, monkeypatch, decoders):
+    """The threads :meth:`_pace_decoding` chose are the ones decoding the blocks read in the
+    background; the frames equal MDAnalysis's H5MDReader's."""
+    path = adk_layouts["zstd-auto-chunks"]
+    reader = h5mda.Universe(path, topology=adk[0], block_bytes=3341 * 12 * 40, threads=2).trajectory
+    monkeypatch.setattr(reader, "_pace_decoding", lambda waited: None)
+    reader._decoders = decoders
+    asked = []
+    original = reader._chunks.read
+    monkeypatch.setattr(reader._chunks, "read", lambda *a: asked.append((threading.current_thread().name, a[-1]))
+                        or original(*a))
+    frames = [ts.positions.copy() for ts in reader]
+    background = [threads for name, threads in asked if name.startswith("h5mdtool-prefetch")]
+    assert background and set(background) == {decoders}
+    theirs = _quiet_universe(adk[0], path)
+    for frame, ts in enumerate(theirs.trajectory):
+        assert_array_equal(frames[frame], ts.positions, err_msg=f"frame {frame}")
+    theirs.trajectory.close()
+    reader.close()
+
+
 def test_damaged_chunk_read_ahead_is_one_error_naming_its_rows(tmp_path, adk, adk_layouts):
     """A chunk that cannot be decoded, in a block read ahead while another is served: the
     frames before it are read right, then one InputError names the file and the rows (not
