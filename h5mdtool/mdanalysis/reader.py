@@ -243,7 +243,9 @@ class H5MDToolReader(base.ReaderBase):
         one being served. Default 64 MiB.
     threads : int, optional
         Threads decompressing chunks. Default: the cores this process may use, divided
-        among the MPI ranks of its node.
+        among the MPI ranks of its node. Blocks read ahead while iterating are decoded by
+        all of them while the loop over frames waits for them, by the reading thread alone
+        while the analysis keeps its core busy (:meth:`_pace_decoding`).
     group : str, optional
         Particle group to read (default: the first listed, as MDAnalysis reads).
     **kwargs
