@@ -434,9 +434,10 @@ class _ChunkLayout(typing.NamedTuple):
 class ChunkReader:
     """Reads rows of filtered datasets chunked by whole frames, decoding chunks in threads.
 
-    HDF5 decompresses the chunks of one read one after another; here the main thread reads
-    each chunk's stored bytes (``read_direct_chunk``) and a pool of *threads* decodes them
-    with the dataset's own filters and copies the rows and atoms asked for (of each chunk's
+    HDF5 decompresses the chunks of one read one after another; here the calling thread
+    reads each chunk's stored bytes (``read_direct_chunk``), then up to *threads* threads,
+    the calling one first, each decode a contiguous group of them with the dataset's own
+    filters and copy out the rows and atoms asked for (of each chunk's
     coordinates, when x, y and z are chunked apart). Datasets it cannot read so
     (unfiltered, chunks splitting the atoms, filters only HDF5 runs, chunks never written)
     are read by HDF5.
@@ -500,7 +501,7 @@ class ChunkReader:
         out : numpy.ndarray
             Of the dataset's dtype, or, for a dataset whose chunks are decoded here, of any
             numeric dtype: each chunk's values are cast to it (and multiplied by *scale*, in
-            that dtype) by the thread that decoded the chunk, while the chunk is in its cache.
+            that dtype) by the thread that decoded the chunk, up to :data:`STORE_BYTES` at a time.
         scale : scalar, optional
             Factor the values are multiplied by (only when the chunks are decoded here).
         threads : int, optional
