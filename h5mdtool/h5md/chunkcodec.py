@@ -537,11 +537,13 @@ class ChunkReader:
                     return self._read_by_hdf5(dataset, start, stop, span, out, scale)
                 pieces.append((offset[-1] if offset else 0, mask, stored))
             chunk_rows.append((corner, pieces))
+        if not chunk_rows:  # no rows asked for (a rank without frames)
+            return True
         # Each thread decodes one contiguous group of the rows of chunks, this thread the
         # first. With a task per chunk the threads handed Python's GIL to each other tens of
         # times a chunk, and a thread iterating frames meanwhile (MDAnalysis, while the next
         # block is read in the background) waited for it each time.
-        groups = max(1, min(self.threads if threads is None else threads, self.threads, len(chunk_rows)))
+        groups = max(1, min(self.threads, len(chunk_rows), threads or self.threads))
         bounds = [len(chunk_rows) * number // groups for number in range(groups + 1)]
         calls = []
         for number in range(groups):

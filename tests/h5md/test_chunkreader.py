@@ -144,6 +144,20 @@ def test_each_thread_decodes_one_group_of_rows_the_calling_thread_the_first(tmp_
     assert all(len(group) >= 2 for group in submitted)  # groups, not single rows of chunks
 
 
+@pytest.mark.parametrize("start", [0, 2, 6])
+def test_a_read_of_no_rows_reads_nothing(tmp_path, start):
+    """An empty range of rows (a rank without frames), at a chunk's border or the end, is
+    read as nothing, as HDF5 would, whatever the threads."""
+    with h5py.File(str(tmp_path / "x.h5"), "w") as handle:
+        _dataset(handle, "x", np.ones((6, 4, 3), np.float32), 2, "zstd")
+    reader = ChunkReader(2)
+    try:
+        with h5py.File(str(tmp_path / "x.h5"), "r") as handle:
+            assert reader.read(handle["x"], start, start, (0, 4), np.empty((0, 4, 3), np.float32))
+    finally:
+        reader.close()
+
+
 def test_damage_in_a_later_group_names_its_row(tmp_path):
     """A damaged chunk in the rows a pool thread decodes is an OSError naming the first row
     asked of it, as in the calling thread's group."""
