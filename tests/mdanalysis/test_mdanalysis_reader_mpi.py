@@ -70,3 +70,4 @@ def test_ranks_read_bench_partition_shares_with_timeseries(comm, converted):
     every = np.array([atoms.positions for _ in ours.trajectory[start:stop]]).reshape(-1, len(atoms), 3)
     assert_array_equal(mine, every)
     assert sum(comm.allgather(len(mine))) == 98
+    ours.trajectory.close()
