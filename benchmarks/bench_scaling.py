@@ -84,7 +84,7 @@ def bench_input(label, path, repeat, scratch):
               "model_t2_over_measured": model_2 / t[2]}
     result["model_e16"] = predict(parameters, 16)["log"]["efficiency"]
     print(f"  .. model: s {parameters['s']:.3f} s, q {parameters['q']:.3f} s, o {parameters['o']:.3f} s, "
-          f"p {parameters['p']:.3f} s, "
+          f"r {parameters['r']:.2f}, p {parameters['p']:.3f} s, "
           f"k {parameters['k']:.2f}, a {parameters['a']:.3f} s; t(2) {model_2:.2f} s against {t[2]:.2f} s measured; "
           f"E(16) at this size {result['model_e16']:.2f}", flush=True)
     return result
