@@ -176,6 +176,69 @@ def test_damage_in_a_later_group_names_its_row(tmp_path):
     assert caught.value.row == 6
 
 
+@pytest.mark.parametrize("split_xyz", [False, True])
+def test_stored_bytes_are_read_into_one_reused_array(tmp_path, monkeypatch, split_xyz):
+    """Every chunk of a read is read into one array of the reader's, reused by the next read
+    from the same thread: a new bytes object per chunk, freed together at the read's end,
+    made glibc give the pages back and fault them in again at every read (74 page faults a
+    chunk on the 600x zstd AdK file)."""
+    values = np.random.default_rng(3).standard_normal((12, 40, 3)).astype(np.float32)
+    with h5py.File(str(tmp_path / "x.h5"), "w") as handle:
+        _dataset(handle, "x", values, 3, "zstd", split_xyz)
+    seen = []
+
+    class SpiedID:  # h5py's DatasetID (a Cython type) takes no new methods: wrap it
+        def __init__(self, identifier):
+            self.identifier = identifier
+
+        def __getattr__(self, name):
+            return getattr(self.identifier, name)
+
+        def read_direct_chunk(self, offsets, dxpl=None, out=None):
+            seen.append(out)
+            return self.identifier.read_direct_chunk(offsets, dxpl=dxpl, out=out)
+
+    class Spied:
+        def __init__(self, dataset):
+            self.dataset, self.id = dataset, SpiedID(dataset.id)
+
+        def __getattr__(self, name):
+            return getattr(self.dataset, name)
+
+    reader = ChunkReader(2)
+    try:
+        with h5py.File(str(tmp_path / "x.h5"), "r") as handle:
+            dataset = Spied(handle["x"])
+            areas = []
+            for start, stop in [(0, 12), (4, 11), (0, 12)]:
+                out = np.empty((stop - start, 40, 3), np.float32)
+                assert reader.read(dataset, start, stop, (0, 40), out)
+                np.testing.assert_array_equal(out, values[start:stop])
+                areas.append(reader._stored.area)
+    finally:
+        reader.close()
+    assert seen and all(out is not None and out.base is areas[0] for out in seen)
+    assert areas[1] is areas[0] and areas[2] is areas[0]
+
+
+def test_a_chunk_larger_than_its_room_is_read_by_hdf5(tmp_path, monkeypatch):
+    """A stored chunk that does not fit the room the read made for it (a filter that grew
+    it beyond :func:`stored_bound`) is read by HDF5 with the rest of the read: the same
+    values."""
+    values = np.random.default_rng(4).standard_normal((9, 30, 3)).astype(np.float32)
+    with h5py.File(str(tmp_path / "x.h5"), "w") as handle:
+        _dataset(handle, "x", values, 3, "zstd")
+    monkeypatch.setattr(chunkcodec, "stored_bound", lambda size: 16)
+    reader = ChunkReader(2)
+    try:
+        with h5py.File(str(tmp_path / "x.h5"), "r") as handle:
+            out = np.empty((8, 30, 3), np.float32)
+            assert reader.read(handle["x"], 1, 9, (0, 30), out, np.float32(10))
+    finally:
+        reader.close()
+    np.testing.assert_array_equal(out, values[1:] * np.float32(10))
+
+
 def _streams():
     rng = np.random.default_rng(5)
     smooth = np.cumsum(rng.normal(0, 0.01, 30000)).astype(np.float32).tobytes()
