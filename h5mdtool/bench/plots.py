@@ -10,7 +10,7 @@ import os
 import textwrap
 
 from ..parallel.errors import StackError, UsageError
-from .timing import PHASES, WORK_PHASES, work  # noqa: F401 - PHASES is part of this module's interface
+from .timing import PHASES, work
 
 #: One colour per phase; waiting and communication in greys, so the work stands out.
 COLOURS = {"t_init_top": "#8da0cb", "t_init_traj": "#66c2a5", "t_io": "#fc8d62", "t_compute": "#e78ac3",
