@@ -442,7 +442,8 @@ class ChunkReader:
     """Reads rows of filtered datasets chunked by whole frames, decoding chunks in threads.
 
     HDF5 decompresses the chunks of one read one after another; here the calling thread
-    reads each chunk's stored bytes (``read_direct_chunk``), then up to *threads* threads,
+    reads each chunk's stored bytes (``read_direct_chunk``, into an array it reuses from
+    read to read), then up to *threads* threads,
     the calling one first, each decode a contiguous group of them with the dataset's own
     filters and copy out the rows and atoms asked for (of each chunk's
     coordinates, when x, y and z are chunked apart). Datasets it cannot read so
