@@ -574,9 +574,9 @@ class ChunkReader:
 
     def _stored_area(self, size):
         """This thread's reused uint8 array for the stored bytes of one read, of at least
-        *size* bytes. Each read's chunks were new bytes objects before, freed together at
-        its end: glibc gave those pages back to the kernel and the next read faulted them
-        in again (the 600x zstd AdK file iterated: 168,000 page faults, 74 a chunk)."""
+        *size* bytes. With a new bytes object per chunk, all freed together at the read's
+        end, glibc gives those pages back to the kernel and the next read faults them in
+        again (iterating the 600x zstd AdK file: 168,000 page faults, 74 a chunk)."""
         array = getattr(self._stored, "area", None)
         if array is None or array.size < size:
             array = self._stored.area = np.empty(size, np.uint8)

@@ -177,7 +177,7 @@ def test_damage_in_a_later_group_names_its_row(tmp_path):
 
 
 @pytest.mark.parametrize("split_xyz", [False, True])
-def test_stored_bytes_are_read_into_one_reused_array(tmp_path, monkeypatch, split_xyz):
+def test_stored_bytes_are_read_into_one_reused_array(tmp_path, split_xyz):
     """Every chunk of a read is read into one array of the reader's, reused by the next read
     from the same thread: a new bytes object per chunk, freed together at the read's end,
     made glibc give the pages back and fault them in again at every read (74 page faults a
