@@ -537,7 +537,11 @@ class ChunkReader:
         rows = shape[0]
         chunk_id = dataset.id
         corners = range(start - start % rows, stop, rows)
-        area = self._stored_area(len(corners) * len(offsets) * stored_bound(math.prod(shape) * dtype.itemsize))
+        # one array per calling thread for the read's stored bytes, reused by its next read: with a
+        # bytes object per chunk, all freed at the read's end, glibc gives the pages back and
+        # the next read faults them in again (iterating the 600x zstd AdK file: 74 faults a chunk)
+        area = _scratch("area", len(corners) * len(offsets) * stored_bound(math.prod(shape) * dtype.itemsize),
+                        self._stored)
         used = 0
         chunk_rows = []  # (corner, pieces) of each row of chunks
         for corner in corners:
@@ -571,16 +575,6 @@ class ChunkReader:
             if error is not None:
                 raise error
         return True
-
-    def _stored_area(self, size):
-        """This thread's reused uint8 array for the stored bytes of one read, of at least
-        *size* bytes. With a new bytes object per chunk, all freed together at the read's
-        end, glibc gives those pages back to the kernel and the next read faults them in
-        again (iterating the 600x zstd AdK file: 168,000 page faults, 74 a chunk)."""
-        array = getattr(self._stored, "area", None)
-        if array is None or array.size < size:
-            array = self._stored.area = np.empty(size, np.uint8)
-        return array
 
     @staticmethod
     def _read_by_hdf5(dataset, start, stop, span, out, scale):
@@ -633,12 +627,13 @@ _SCRATCH = threading.local()
 STORE_BYTES = 4 << 20
 
 
-def _scratch(name, size):
-    """This thread's reused uint8 array *name* of *size* bytes (grown when too small)."""
-    array = getattr(_SCRATCH, name, None)
+def _scratch(name, size, store=_SCRATCH):
+    """This thread's reused uint8 array *name* of *size* bytes (grown when too small), kept
+    in the ``threading.local`` *store* (module-wide by default)."""
+    array = getattr(store, name, None)
     if array is None or array.size < size:
         array = np.empty(size, np.uint8)
-        setattr(_SCRATCH, name, array)
+        setattr(store, name, array)
     return array[:size]
 
 
