@@ -17,11 +17,8 @@ decoding threads may not get the second core. Targets, on every conversion:
 * ``rms.RMSD(u, select="name CA").run()`` and ``rms.RMSF(u.select_atoms("name CA")).run()``
   through the reader: >= 3x faster than on the XTC.
 
-Iterating and ``rms.RMSD`` on the uncompressed file are also timed with
-``HDF5_USE_FILE_LOCKING=FALSE`` in the environment (the reader then opens the file by name,
-not through a Python file object; docs/mdanalysis.md), without a target. The XTC and every
-other row run without the variable. The same random frames on AdK in 4-frame chunks (``--chunk-frames 4``: 160 KB chunks, the
-layout docs/mdanalysis.md advises for random access; the solvated system's default chunks
+Every row runs without ``HDF5_USE_FILE_LOCKING`` in the environment. The same random
+frames on AdK in 4-frame chunks (``--chunk-frames 4``: 160 KB chunks, the layout docs/mdanalysis.md advises for random access; the solvated system's default chunks
 already hold one frame) are printed for comparison, without a target.
 
 MDAnalysis with h5mdtool's MPIBackend on 2 ranks against 1 (target >= 1.7x) is measured by
@@ -87,27 +84,21 @@ def converted(xtc, options):
     return path
 
 
-#: Environment of the rows marked "no file locks": HDF5 locks nothing, and the reader opens
-#: the file by name instead of through a Python file object.
-NO_LOCKS = {"HDF5_USE_FILE_LOCKING": "FALSE"}
-
-
-def _measure(arguments, environment=None):
+def _measure(arguments):
     env = {key: value for key, value in os.environ.items() if key != "HDF5_USE_FILE_LOCKING"}
-    env.update(environment or {})
     env["PYTHONPATH"] = ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
     return json.loads(output_of([sys.executable, "-c", WORK, *arguments], env).strip().splitlines()[-1])
 
 
 def timed_work(entries, repeat):
-    """Medians (work wall, CPU, open) of each (key, label, arguments[, environment]),
-    interleaved over *repeat* rounds."""
+    """Medians (work wall, CPU, open) of each (key, label, arguments), interleaved over
+    *repeat* rounds."""
     runs = {entry[0]: [] for entry in entries}
     for _ in range(repeat):
-        for key, _, arguments, *environment in entries:
-            runs[key].append(_measure(arguments, *environment))
+        for key, _, arguments in entries:
+            runs[key].append(_measure(arguments))
     results = {}
-    for key, label, arguments, *_ in entries:
+    for key, label, arguments in entries:
         got = runs[key]
         median = {name: statistics.median(run[name] for run in got) for name in ("seconds", "cpu", "open")}
         walls = ", ".join(f"{run['seconds']:.2f}" for run in got)
@@ -139,9 +130,6 @@ def bench_system(name, xtc, top, repeat, random_layouts=()):
         entries = [("xtc", f"{work}: MDAnalysis on the XTC", ["xtc", work, top, xtc])]
         entries += [(label, f"{work}: through h5mdtool.mdanalysis, {label}", ["h5mdtool", work, top, path])
                     for label, path in chosen.items()]
-        if work in ("iterate", "rmsd"):
-            entries.append(("no locks", f"{work}: the same, uncompressed, no file locks", ["h5mdtool", work, top,
-                            files["uncompressed"]], NO_LOCKS))
         measured = timed_work(entries, repeat)
         result[work] = measured
         xtc_wall, xtc_cpu = measured["xtc"]["seconds"], measured["xtc"]["cpu"]
@@ -157,10 +145,6 @@ def bench_system(name, xtc, top, repeat, random_layouts=()):
             outcome["cpu_ratio"] = cpu_ratio
             print(f"     (CPU seconds, same ratio: {cpu_ratio:.2f})", flush=True)
             result["checks"].append(outcome)
-        if "no locks" in measured:
-            print(f"  -> {name}: {work}, XTC / uncompressed with HDF5_USE_FILE_LOCKING=FALSE: "
-                  f"{xtc_wall / measured['no locks']['seconds']:.2f} (no target; CPU "
-                  f"{xtc_cpu / measured['no locks']['cpu']:.2f})", flush=True)
         if work == "random":
             for label in extra:
                 print(f"  -> {name}: random frames, {label} / XTC: "

@@ -73,29 +73,30 @@ def _open_file(path, driver=None, comm=None):
     """Open *path* read-only with h5py, taking no HDF5 file lock; returns (h5py File, the
     Python file object it reads through, or None).
 
-    Without a *driver*, HDF5 reads through a Python file object (h5py's ``fileobj``
-    driver). It takes no file lock, so a writer in another process is not refused and file
-    systems without lock support need no ``HDF5_USE_FILE_LOCKING=FALSE``; and HDF5 keeps the
-    handle apart from other handles on the same file in this process (MDAnalysis's H5MD
-    reader, ``h5py.File(path)``), which may then lock it or not: HDF5 refuses to open one
-    file twice in a process with two locking modes ("file locking flag values don't
-    match"), as ``h5py.File(path, locking=False)`` here would make it.
+    Without a *driver*, HDF5 reads the file by name with its ``stdio`` driver and file
+    locking off. No lock is taken (unless ``HDF5_USE_FILE_LOCKING=TRUE`` in the environment
+    asks HDF5 to lock every file), so a writer in another process is not refused and file
+    systems without lock support need no ``HDF5_USE_FILE_LOCKING=FALSE``. HDF5 tells files
+    apart by driver before it compares locking modes, so this handle also stays apart from
+    other handles on the same file in this process (MDAnalysis's H5MD reader,
+    ``h5py.File(path)``), which may lock it or not: HDF5 refuses to open one file twice in
+    a process with two locking modes ("file locking flag values don't match"), as
+    ``h5py.File(path, locking=False)`` with the default driver would make it. ``stdio``
+    reads in C, as the default driver does: ``rms.RMSD`` on 58800 uncompressed AdK frames
+    of 1-frame chunks took 1.57 s so, 2.27 s through a Python file object.
 
-    When HDF5 takes no lock for any handle of the process (``HDF5_USE_FILE_LOCKING=FALSE``
-    or ``0`` in the environment when HDF5 opened its first file: :func:`_process_locks_files`),
-    no handle can clash: the file is opened by name, without the Python call the file object
-    costs every read (``rms.RMSD`` on 9800 AdK frames of 1-frame chunks: 0.66 s against
-    0.84 s). With *driver* (``"mpio"`` and *comm*), h5py opens the file by name with that
-    driver.
+    HDF5 older than 1.10.7 cannot turn locking off for one file; there the file is read
+    through a Python file object (h5py's ``fileobj`` driver), which takes no lock either but
+    calls into Python for every read. With *driver* (``"mpio"`` and *comm*), h5py opens the
+    file by name with that driver.
     """
     import h5py
 
     if driver is not None:
         kwargs = {"driver": driver} if comm is None else {"driver": driver, "comm": comm}
         return h5py.File(path, "r", **kwargs), None
-    unlocked = os.environ.get("HDF5_USE_FILE_LOCKING", "").strip().upper() in ("FALSE", "0")
-    if unlocked and not _process_locks_files():
-        return h5py.File(path, "r"), None
+    if _hdf5_turns_locking_off():
+        return h5py.File(path, "r", driver="stdio", locking=False), None
     raw = open(path, "rb", buffering=0)
     try:
         return h5py.File(raw, "r"), raw
@@ -104,38 +105,12 @@ def _open_file(path, driver=None, comm=None):
         raise
 
 
-_PROCESS_LOCKS = []
+def _hdf5_turns_locking_off():
+    """Whether h5py's HDF5 takes ``locking=False`` for one file (HDF5 1.10.7 or >= 1.12.1)."""
+    import h5py
 
-
-def _process_locks_files():
-    """Whether HDF5 locks the files this process opens by name with its defaults (found once).
-
-    HDF5 1.10 reads ``HDF5_USE_FILE_LOCKING`` once, at its first file open, so the
-    environment now may not be what HDF5 does. Found by opening a new file twice, with the
-    defaults and without locks: HDF5 refuses the second when the defaults lock. True when
-    that cannot be found out.
-    """
-    if not _PROCESS_LOCKS:
-        import tempfile
-
-        import h5py
-
-        locks = True
-        try:
-            with tempfile.TemporaryDirectory(prefix="h5mdtool-lock-probe-") as directory:
-                probe = os.path.join(directory, "probe.h5")
-                with h5py.File(probe, "w"):
-                    pass
-                with h5py.File(probe, "r"):
-                    try:
-                        with h5py.File(probe, "r", locking=False):
-                            locks = False
-                    except OSError:  # "file locking flag values don't match"
-                        pass
-        except Exception:  # noqa: BLE001 - no temporary directory, no lock support: keep the file object
-            locks = True
-        _PROCESS_LOCKS.append(locks)
-    return _PROCESS_LOCKS[0]
+    version = h5py.version.hdf5_version_tuple
+    return version >= (1, 12, 1) or ((1, 10, 7) <= version < (1, 11))
 
 
 @contextlib.contextmanager
@@ -213,9 +188,9 @@ class H5MDToolReader(base.ReaderBase):
     positions' unit, values without one in h5mdtool's (nm, ps, nm/ps, kJ/(mol nm)), as
     h5mdtool reads them.
 
-    The file is opened read-only, through a Python file object: HDF5 takes no file lock
-    (see :func:`_open_file`), and other handles on the file in this process (MDAnalysis's
-    own H5MD reader, ``h5py.File``) open it as they like. The reader pickles (MDAnalysis's
+    The file is opened read-only with HDF5's file locking off for this handle: HDF5 takes no
+    file lock (see :func:`_open_file`), and other handles on the file in this process
+    (MDAnalysis's own H5MD reader, ``h5py.File``) open it as they like. The reader pickles (MDAnalysis's
     multiprocessing and dask backends copy it): the copy reopens the file by name and
     stands at the same frame. Under ``mpirun`` each rank opens its own reader; a reader
     opened with ``driver="mpio"`` is reopened without MPI-IO when unpickled.
@@ -234,9 +209,10 @@ class H5MDToolReader(base.ReaderBase):
         close).
     block_bytes : int
         Memory of the two blocks live when iterating forward: the one served and the next,
-        read meanwhile (each at least one chunk row). Default 16 MiB. Uncompressed files
-        read through the file object are read a block when it is needed, not ahead: a
-        background read would wait for the interpreter at every chunk.
+        read meanwhile (each at least one chunk row). Default 16 MiB. Where an old HDF5
+        makes the reader read through a Python file object, uncompressed files are read a
+        block when it is needed, not ahead: a background read would wait for the
+        interpreter at every chunk.
     cache_bytes : int
         Memory of the compressed chunk rows read for random access (``u.trajectory[i]``,
         fancy indexing) kept decoded, least recently used dropped first; 0 keeps only the
@@ -353,10 +329,11 @@ class H5MDToolReader(base.ReaderBase):
         # whether chunk rows cost h5mdtool a decompression (worth caching for random access)
         self._decompressed = any(self._dataset(element["path"])[1] for element in self._elements.values())
         # Reading ahead in a thread pays where it overlaps decompression (threads that release
-        # the GIL) or reads by name. HDF5 reading through the Python file object calls back into
-        # Python for every chunk, and a background thread then waits for the GIL at every call
-        # while the analysis holds it: rms.RMSD on 58800 uncompressed AdK frames took 6.0 s
-        # with it against 3.2 s reading each block when it is needed.
+        # the GIL) or reads by name. HDF5 reading through a Python file object (old HDF5 only:
+        # _open_file) calls back into Python for every chunk, and a background thread then
+        # waits for the GIL at every call while the analysis holds it: rms.RMSD on 58800
+        # uncompressed AdK frames took 6.0 s with it against 3.2 s reading each block when it
+        # is needed.
         self._read_ahead = self._raw is None or self._decompressed
 
     def _box_reading(self, box, present):

@@ -231,24 +231,30 @@ def test_random_access_cache_within_its_budget(adk, adk_layouts, monkeypatch, la
 
 
 @pytest.mark.parametrize("layout", ["plain", "gzip-2-frame-chunks", "precision-split-xyz"])
-def test_reads_ahead_only_where_it_overlaps_decompression(adk, adk_layouts, monkeypatch, layout):
-    """Iterating forward reads the next block in a background thread for compressed files,
-    whose chunks decode in threads that release the GIL; an uncompressed file read through
-    the Python file object is read in the iterating thread (a background read there waits
-    for the GIL at each chunk's Python call while the analysis runs: rms.RMSD twice as
-    slow at 600x). Frames equal MDAnalysis's H5MDReader's either way."""
-    monkeypatch.delenv("HDF5_USE_FILE_LOCKING", raising=False)
+@pytest.mark.parametrize("by_name", [True, False], ids=["by-name", "old-hdf5-file-object"])
+def test_reads_ahead_where_it_overlaps_reading_or_decompression(adk, adk_layouts, monkeypatch, layout, by_name):
+    """Iterating forward reads the next block in a background thread: for every layout when
+    HDF5 reads the file by name (HDF5 >= 1.10.7: the stdio driver, no lock), and only for
+    compressed files, whose chunks decode in threads that release the GIL, when an old HDF5
+    reads it through a Python file object (a background read there waits for the GIL at
+    each chunk's Python call while the analysis runs: rms.RMSD twice as slow at 600x).
+    Frames equal MDAnalysis's H5MDReader's either way."""
+    from h5mdtool.mdanalysis import reader as reader_module
+
+    if not by_name:
+        monkeypatch.setattr(reader_module, "_hdf5_turns_locking_off", lambda: False)
     path = adk_layouts[layout]
     ours = h5mda.Universe(path, topology=adk[0], block_bytes=3341 * 12 * 8)  # several blocks
     reader = ours.trajectory
-    assert reader._raw is not None  # through the file object
+    assert (reader._raw is None) == by_name
+    assert reader._file.driver == ("stdio" if by_name else "fileobj")
     threads = []
     original = reader._read_block
     monkeypatch.setattr(reader, "_read_block",
                         lambda *a: threads.append(threading.current_thread().name) or original(*a))
     frames = [ts.positions.copy() for ts in reader]
     background = [name for name in threads if name.startswith("h5mdtool-prefetch")]
-    if layout == "plain":
+    if layout == "plain" and not by_name:
         assert not background and reader._prefetcher is None
     else:
         assert background
@@ -460,13 +466,17 @@ def test_open_reader_takes_no_file_lock(adk_layouts):
 
 #: Opens one file with MDAnalysis's H5MDReader and the H5MDTOOL reader, in both orders,
 #: compares frames, and has a writer in another process (HDF5's default locking) open it
-#: meanwhile; prints whether the H5MDTOOL reader read through a file object.
+#: meanwhile; prints whether the H5MDTOOL reader read through a file object. "old-hdf5"
+#: makes the reader take the path of an HDF5 that cannot turn locking off for one file.
 _SAME_PROCESS = """
 import os, subprocess, sys, warnings
 warnings.simplefilter("ignore")
 import numpy as np, MDAnalysis as mda
 import h5mdtool.mdanalysis as h5mda
 top, path, late = sys.argv[1:4]
+if late == "old-hdf5":
+    import h5mdtool.mdanalysis.reader
+    h5mdtool.mdanalysis.reader._hdf5_turns_locking_off = lambda: False
 if late == "late":
     import h5py
     h5py.File(path, "r").close()  # HDF5 reads HDF5_USE_FILE_LOCKING at its first open
@@ -490,14 +500,15 @@ print(*sorted(through))
 """
 
 
-@pytest.mark.parametrize("environment", [None, "FALSE", "late"],
-                         ids=["locking-default", "HDF5_USE_FILE_LOCKING=FALSE", "variable-set-after-first-open"])
+@pytest.mark.parametrize("environment", [None, "FALSE", "late", "old-hdf5"],
+                         ids=["locking-default", "HDF5_USE_FILE_LOCKING=FALSE", "variable-set-after-first-open",
+                              "old-hdf5-file-object"])
 def test_no_lock_and_no_clash_with_mdanalysis_reader_in_the_process(tmp_path, adk, adk_layouts, environment):
     """MDAnalysis's H5MDReader and the H5MDTOOL reader open the same file in one process, in
     either order, and read the same values; a writer in another process (HDF5's default
-    locking) is not refused. The reader reads by name only when HDF5 locks nothing in the
-    process (HDF5_USE_FILE_LOCKING=FALSE when HDF5 first opened a file), through a file
-    object otherwise (HDF5 1.10 reads the variable once: set later, it changes nothing)."""
+    locking) is not refused. The reader reads by name (HDF5's stdio driver, locking off)
+    whatever the environment says, or through a Python file object where HDF5 cannot turn
+    locking off for one file."""
     import shutil
 
     path = str(tmp_path / "own.h5md")
@@ -508,7 +519,7 @@ def test_no_lock_and_no_clash_with_mdanalysis_reader_in_the_process(tmp_path, ad
     done = subprocess.run([sys.executable, "-c", _SAME_PROCESS, adk[0], path, str(environment)],
                           capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split("\n")[-2] == ("name" if environment == "FALSE" else "file object")
+    assert done.stdout.split("\n")[-2] == ("file object" if environment == "old-hdf5" else "name")
 
 
 # -- the stored topology ------------------------------------------------------------------
