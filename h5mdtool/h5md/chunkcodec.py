@@ -646,7 +646,9 @@ def _decode_rows(pipeline, chunk_rows, dtype, shape, first, last, span, out, sca
     The chunks are decoded into this thread's reused scratch array, up to
     :data:`STORE_BYTES` of them, which are then stored in one call: every call that lets go
     of Python's GIL is a hand-over to any thread waiting for it, and one per chunk, not
-    two, keeps a thread iterating frames meanwhile from waiting.
+    two, keeps a thread iterating frames meanwhile from waiting. Whole chunks of all atoms
+    going into a contiguous *out* of their dtype, unscaled, are decoded straight into it
+    (no copy).
     """
     rows = shape[0]
     size = math.prod(shape) * dtype.itemsize
@@ -656,7 +658,13 @@ def _decode_rows(pipeline, chunk_rows, dtype, shape, first, last, span, out, sca
     for begin in range(0, len(chunk_rows), per_store):
         batch = chunk_rows[begin:begin + per_store]
         corner = batch[0][0]
-        decoded = _scratch("rows", len(batch) * size * columns).view(dtype).reshape((len(batch) * rows,) + row_shape)
+        low, high = max(first, corner), min(last, corner + len(batch) * rows)
+        direct = (scale is None and out.dtype == dtype and columns == 1 and span == (0, shape[1])
+                  and out.flags.c_contiguous and low == corner and high == corner + len(batch) * rows)
+        if direct:  # whole chunks of all atoms, as stored: decoded in place
+            decoded = out[low - first:high - first]
+        else:
+            decoded = _scratch("rows", len(batch) * size * columns).view(dtype).reshape((len(batch) * rows,) + row_shape)
         for number, (row_corner, pieces) in enumerate(batch):
             target = decoded[number * rows:(number + 1) * rows]
             for column, mask, stored in pieces:
@@ -670,8 +678,8 @@ def _decode_rows(pipeline, chunk_rows, dtype, shape, first, last, span, out, sca
                                        max(first, row_corner))
                 if columns > 1:
                     target[..., column:column + shape[-1]] = data.view(dtype).reshape(shape)
-        low, high = max(first, corner), min(last, corner + len(batch) * rows)
-        _store(decoded[low - corner:high - corner, span[0]:span[1]], out[low - first:high - first], scale)
+        if not direct:
+            _store(decoded[low - corner:high - corner, span[0]:span[1]], out[low - first:high - first], scale)
 
 
 def chunk_stored(dataset, corner):

@@ -5,9 +5,10 @@ chunk for every frame it reads from it: iterating a file with 26-frame compresse
 decompresses every chunk 26 times. This reader reads runs of whole chunk rows (a *block*:
 up to ``block_bytes`` of stored frames, at least one chunk row) through h5mdtool's chunk
 reader (:class:`h5mdtool.h5md.chunkcodec.ChunkReader`: the stored bytes read by HDF5, decoded in
-threads with the dataset's own filters, and converted to MDAnalysis's units by the thread
-that decoded them) and fills each frame's
-:class:`~MDAnalysis.coordinates.timestep.Timestep` from the block:
+threads with the dataset's own filters, integer and float64 values converted to
+MDAnalysis's units by the thread that decoded them) and fills each frame's
+:class:`~MDAnalysis.coordinates.timestep.Timestep` from the block (float32 values
+multiplied by the unit factor as they are copied):
 
 - iterating forward (``for ts in u.trajectory``, ``u.trajectory[a:b]``, an analysis'
   ``run()``) reads blocks of ``block_bytes``, the next one in the background while the
@@ -310,9 +311,13 @@ class H5MDToolReader(base.ReaderBase):
             factor, name = mdanalysis_factor(dataset.attrs.get("unit"), field, element["factor"])
             units[_KINDS[field][0]] = name
             rows = element["rows"]
+            scale = np.float32(factor) if self.convert_units and factor != 1.0 else None
             self._elements[field] = {
-                "path": element["path"], "dtype": dataset.dtype,
-                "factor": np.float32(factor) if self.convert_units and factor != 1.0 else None,
+                "path": element["path"], "dtype": dataset.dtype, "factor": scale,
+                # the factor applied as a frame is copied into the Timestep, in the same pass,
+                # to float32 values (blocks hold them as stored); casting other types there
+                # cost the analysis's thread more than the copy: blocks hold them converted
+                "fill_factor": scale if dataset.dtype == np.float32 else None,
                 # frame -> row of the element; None when they are the same
                 "rows": None if rows is None else np.asarray(rows, np.int64),
             }
@@ -531,7 +536,8 @@ class H5MDToolReader(base.ReaderBase):
             else:
                 rows = np.arange(start, stop)[present] if element["rows"] is None else element["rows"][start:stop][present]
             values = self._read_values(field, element, int(rows[0]), int(rows[-1]) + 1,
-                                       key=None if slot is None else (slot, field), threads=threads)
+                                       key=None if slot is None else (slot, field), threads=threads,
+                                       scaled=element["fill_factor"] is None)
             block.values[field] = values
             block.nbytes += values.nbytes
             # position of each frame's values in the block's stored rows (-1: none; None: the frame's own)
@@ -558,10 +564,11 @@ class H5MDToolReader(base.ReaderBase):
             buffer = self._buffers[key] = np.empty(count, dtype)
         return buffer[:count]
 
-    def _read_values(self, field, element, first, last, span=None, key=None, threads=None):
+    def _read_values(self, field, element, first, last, span=None, key=None, threads=None, scaled=True):
         """Values of element rows ``[first, last)`` (atoms *span*) in MDAnalysis's units
-        (float32): in the reused buffers *key* (new arrays for None), decoded by *threads*
-        (None: all; see :meth:`ChunkReader.read <h5mdtool.h5md.chunkcodec.ChunkReader.read>`).
+        (float32), or, without *scaled*, the stored values of a float32 element: in the
+        reused buffers *key* (new arrays for None), decoded by *threads* (None: all; see
+        :meth:`ChunkReader.read <h5mdtool.h5md.chunkcodec.ChunkReader.read>`).
 
         Chunks decoded in h5mdtool's threads are converted by the thread that decoded them
         (cast to float32, then multiplied by the unit factor in float32, as MDAnalysis's
@@ -571,7 +578,7 @@ class H5MDToolReader(base.ReaderBase):
         span = (0, self.n_atoms) if span is None else span
         shape = (last - first, span[1] - span[0], 3)
         count = shape[0] * shape[1] * 3
-        factor = element["factor"]
+        factor = element["factor"] if scaled else None
         if not threaded:
             stored = self._read_rows(element, first, last, span, self._buffer(key, count, element["dtype"]))
             return self._converted(stored, factor, None if key is None else key + ("float32",))
@@ -648,7 +655,12 @@ class H5MDToolReader(base.ReaderBase):
                 setattr(ts, _HAS[field], present)
             if present:
                 index = block.index[field]
-                getattr(ts, field)[...] = block.values[field][i if index is None else index[i]]
+                values = block.values[field][i if index is None else index[i]]
+                factor = self._elements[field]["fill_factor"]
+                if factor is None:
+                    getattr(ts, field)[...] = values
+                else:
+                    np.multiply(values, factor, out=getattr(ts, field))
         ts.dimensions = block.dimensions[i]
         if self._times is not None:
             ts.time = self._times[frame]

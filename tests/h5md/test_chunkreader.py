@@ -68,6 +68,33 @@ def test_values_cast_and_scaled_by_the_decoding_thread(tmp_path_factory, compres
     np.testing.assert_array_equal(out, expected)
 
 
+@pytest.mark.parametrize("out_kind", ["contiguous", "rows-of-a-wider-array", "every-other-frame"])
+def test_whole_chunks_decoded_in_place_only_into_contiguous_out(tmp_path, out_kind):
+    """Whole chunks of all atoms, neither cast nor scaled, are decoded straight into *out*
+    when it is contiguous; into an *out* that is not (a view of a wider array), through
+    the scratch array: the values land in *out* either way, and nothing around it changes."""
+    values = np.random.default_rng(5).standard_normal((12, 7, 3)).astype(np.float32)
+    with h5py.File(str(tmp_path / "x.h5"), "w") as handle:
+        _dataset(handle, "x", values, 3, "zstd")
+    whole = np.full((24, 9, 3), -1, np.float32)
+    out = {"contiguous": whole[:12, :7].copy(), "rows-of-a-wider-array": whole[:12, :7],
+           "every-other-frame": whole[::2, :7]}[out_kind]
+    reader = ChunkReader(2)
+    try:
+        with h5py.File(str(tmp_path / "x.h5"), "r") as handle:
+            assert reader.read(handle["x"], 0, 12, (0, 7), out)
+    finally:
+        reader.close()
+    np.testing.assert_array_equal(out, values)
+    if out_kind != "contiguous":
+        untouched = np.ones(whole.shape, bool)
+        if out_kind == "every-other-frame":
+            untouched[::2, :7] = False
+        else:
+            untouched[:12, :7] = False
+        assert (whole[untouched] == -1).all()
+
+
 def test_datasets_hdf5_reads_are_returned_unscaled(tmp_path):
     """Unfiltered datasets are read by HDF5 into out of their own dtype (read says so), and
     refused into another dtype."""
