@@ -659,7 +659,7 @@ def _decode_rows(pipeline, chunk_rows, dtype, shape, first, last, span, out, sca
         batch = chunk_rows[begin:begin + per_store]
         corner = batch[0][0]
         low, high = max(first, corner), min(last, corner + len(batch) * rows)
-        direct = (scale is None and out.dtype == dtype and columns == 1 and span == (0, shape[1])
+        direct = (scale is None and out.dtype == dtype and columns == 1 and tuple(span) == (0, shape[1])
                   and out.flags.c_contiguous and low == corner and high == corner + len(batch) * rows)
         if direct:  # whole chunks of all atoms, as stored: decoded in place
             decoded = out[low - first:high - first]
