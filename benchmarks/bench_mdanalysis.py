@@ -18,7 +18,8 @@ decoding threads may not get the second core. Targets, on every conversion:
   through the reader: >= 3x faster than on the XTC.
 
 Every row runs without ``HDF5_USE_FILE_LOCKING`` in the environment. The same random
-frames on AdK in 4-frame chunks (``--chunk-frames 4``: 160 KB chunks, the layout docs/mdanalysis.md advises for random access; the solvated system's default chunks
+frames on AdK in 4-frame chunks (``--chunk-frames 4``: 160 KB chunks, the layout
+docs/mdanalysis.md advises for random access; the solvated system's default chunks
 already hold one frame) are printed for comparison, without a target.
 
 MDAnalysis with h5mdtool's MPIBackend on 2 ranks against 1 (target >= 1.7x) is measured by

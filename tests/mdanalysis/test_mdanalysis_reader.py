@@ -473,11 +473,11 @@ import os, subprocess, sys, warnings
 warnings.simplefilter("ignore")
 import numpy as np, MDAnalysis as mda
 import h5mdtool.mdanalysis as h5mda
-top, path, late = sys.argv[1:4]
-if late == "old-hdf5":
+top, path, case = sys.argv[1:4]
+if case == "old-hdf5":
     import h5mdtool.mdanalysis.reader
     h5mdtool.mdanalysis.reader._hdf5_turns_locking_off = lambda: False
-if late == "late":
+if case == "late":
     import h5py
     h5py.File(path, "r").close()  # HDF5 reads HDF5_USE_FILE_LOCKING at its first open
     os.environ["HDF5_USE_FILE_LOCKING"] = "FALSE"
@@ -506,9 +506,9 @@ print(*sorted(through))
 def test_no_lock_and_no_clash_with_mdanalysis_reader_in_the_process(tmp_path, adk, adk_layouts, environment):
     """MDAnalysis's H5MDReader and the H5MDTOOL reader open the same file in one process, in
     either order, and read the same values; a writer in another process (HDF5's default
-    locking) is not refused. The reader reads by name (HDF5's stdio driver, locking off)
-    whatever the environment says, or through a Python file object where HDF5 cannot turn
-    locking off for one file."""
+    locking) is not refused. The reader reads by name (HDF5's stdio driver, locking off),
+    with or without HDF5_USE_FILE_LOCKING=FALSE, or through a Python file object where
+    HDF5 cannot turn locking off for one file."""
     import shutil
 
     path = str(tmp_path / "own.h5md")
