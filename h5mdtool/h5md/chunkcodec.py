@@ -655,12 +655,13 @@ def _decode_rows(pipeline, chunk_rows, dtype, shape, first, last, span, out, sca
     columns = len(chunk_rows[0][1])
     row_shape = shape[1:-1] + (shape[-1] * columns,)
     per_store = max(1, STORE_BYTES // (size * columns))
+    as_stored = (scale is None and out.dtype == dtype and columns == 1 and tuple(span) == (0, shape[1])
+                 and out.flags.c_contiguous)
     for begin in range(0, len(chunk_rows), per_store):
         batch = chunk_rows[begin:begin + per_store]
         corner = batch[0][0]
         low, high = max(first, corner), min(last, corner + len(batch) * rows)
-        direct = (scale is None and out.dtype == dtype and columns == 1 and tuple(span) == (0, shape[1])
-                  and out.flags.c_contiguous and low == corner and high == corner + len(batch) * rows)
+        direct = as_stored and low == corner and high == corner + len(batch) * rows
         if direct:  # whole chunks of all atoms, as stored: decoded in place
             decoded = out[low - first:high - first]
         else:
