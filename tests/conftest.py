@@ -140,12 +140,13 @@ def run_h5mdtool(args, ranks=None, timeout=120, **kwargs):
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, **kwargs)
 
 
-def run_script_without_plugin_path(script, args, ranks=None, timeout=300):
-    """Run the repository's *script* (a path under the clone) in a fresh interpreter, under
-    mpirun with *ranks* ranks if given, without ``HDF5_PLUGIN_PATH``: as a user runs an
-    example or a benchmark helper, which must register hdf5plugin's filters itself."""
+def run_script_without_plugin_path(script, args, ranks=None, timeout=300, cwd=None):
+    """Run the repository's *script* (a path under the clone, or absolute) in a fresh
+    interpreter, in *cwd*, under mpirun with *ranks* ranks if given, without
+    ``HDF5_PLUGIN_PATH``: as a user runs an example or a benchmark helper, which must
+    register hdf5plugin's filters itself."""
     command = [sys.executable, os.path.join(ROOT, script)] + [str(arg) for arg in args]
     if ranks:
         command = [MPIRUN, "-n", str(ranks)] + command
     environment = {key: value for key, value in os.environ.items() if key != "HDF5_PLUGIN_PATH"}
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environment)
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environment, cwd=cwd)

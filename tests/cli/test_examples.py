@@ -1,0 +1,109 @@
+"""The Python examples users copy: examples/parallel_analysis.py, examples/convert_api.py and
+the script of docs/parallel-analysis.md, each run in a fresh interpreter as a user runs it,
+serially and under mpirun, its results checked against MDAnalysis reading the source DCD
+(regression: the docs' script opened the file with MDAnalysis's own H5MD reader, not
+h5mdtool's, and neither example was run by any test)."""
+
+import os
+import re
+
+import numpy as np
+import pytest
+from conftest import ROOT, run_h5mdtool, run_script_without_plugin_path
+
+pytestmark = pytest.mark.serial_only
+
+CONVERTED_FRAMES = 98  # adk_dims.dcd
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    """The AdK DCD converted with its PSF stored, in 8-frame zstd chunks (so that the
+    backend's blocks must end on chunk boundaries); the source Universe, as the oracle."""
+    import MDAnalysis as mda
+    from MDAnalysisTests.datafiles import DCD, PSF
+
+    directory = tmp_path_factory.mktemp("examples")
+    path = directory / "md.h5md"
+    done = run_h5mdtool(["convert", DCD, "-t", PSF, "-o", str(path), "--compression", "zstd",
+                         "--chunk-frames", "8", "--no-progress"])
+    assert done.returncode == 0, done.stderr
+    return path, PSF, mda.Universe(PSF, DCD)
+
+
+def source_rmsd(universe, select="name CA"):
+    from MDAnalysis.analysis.rms import RMSD
+
+    return RMSD(universe, select=select).run().results.rmsd
+
+
+@pytest.mark.parametrize("ranks", [None, 2, 3])
+def test_parallel_analysis_example_rmsd_equals_the_source(converted, ranks, tmp_path):
+    path, psf, source = converted
+    out = tmp_path / "rmsd.npy"
+    done = run_script_without_plugin_path(os.path.join("examples", "parallel_analysis.py"),
+                                          [psf, path, "--check", "--out", out], ranks)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "equal to the serial run" in done.stdout, done.stdout
+    split = re.search(r"frames per rank \[([\d, ]+)\]", done.stdout).group(1)
+    counts = [int(value) for value in split.split(",")]
+    assert len(counts) == (ranks or 1) and sum(counts) == CONVERTED_FRAMES
+    result = np.load(out)
+    expected = source_rmsd(source)
+    np.testing.assert_array_equal(result[:, 0], expected[:, 0])
+    np.testing.assert_allclose(result[:, 2], expected[:, 2], atol=1e-4)
+
+
+@pytest.mark.parametrize("ranks", [None, 2])
+def test_parallel_analysis_example_ramachandran(converted, ranks, tmp_path):
+    from MDAnalysis.analysis.dihedrals import Ramachandran
+
+    path, psf, source = converted
+    out = tmp_path / "angles.npy"
+    done = run_script_without_plugin_path(os.path.join("examples", "parallel_analysis.py"),
+                                          [psf, path, "--analysis", "ramachandran", "--check", "--out", out], ranks)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"ramachandran: {CONVERTED_FRAMES} frames on {ranks or 1} rank(s)" in done.stdout, done.stdout
+    expected = Ramachandran(source.select_atoms("protein")).run().results.angles
+    np.testing.assert_allclose(np.load(out), expected, atol=1e-3)
+
+
+def docs_script(page, number=0):
+    """The *number*-th ```python block of docs/*page*."""
+    with open(os.path.join(ROOT, "docs", page)) as handle:
+        blocks = re.findall(r"```python\n(.*?)```", handle.read(), flags=re.S)
+    return blocks[number]
+
+
+@pytest.mark.parametrize("ranks", [None, 2])
+def test_parallel_analysis_docs_script_reads_through_h5mdtool(converted, ranks, tmp_path):
+    path, _, source = converted
+    script = docs_script("parallel-analysis.md")
+    assert 'h5mda.Universe("md.h5md")' in script
+    # as the page runs it, in the directory of md.h5md, printing the first rows of the result
+    os.symlink(path, tmp_path / "md.h5md")
+    (tmp_path / "rmsd.py").write_text(script.replace('print(rmsd.results.rmsd[:5])',
+                                                     'import numpy; numpy.save("rmsd.npy", rmsd.results.rmsd)\n'
+                                                     '    print(type(u.trajectory).__name__)'))
+    done = run_script_without_plugin_path(os.path.join(tmp_path, "rmsd.py"), [], ranks, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.split() == ["H5MDToolReader"], done.stdout
+    np.testing.assert_allclose(np.load(tmp_path / "rmsd.npy")[:, 2], source_rmsd(source)[:, 2], atol=1e-4)
+
+
+@pytest.mark.parametrize("ranks", [None, 2])
+def test_convert_api_example_writes_the_source_positions(converted, ranks, tmp_path):
+    import h5mdtool.mdanalysis as h5mda
+
+    _, psf, source = converted
+    out = tmp_path / "api.h5md"
+    done = run_script_without_plugin_path(os.path.join("examples", "convert_api.py"),
+                                          [source.trajectory.filename, "-o", out], ranks)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{CONVERTED_FRAMES} frames x {source.atoms.n_atoms} atoms" in done.stdout, done.stdout
+    assert f"on {ranks or 1} rank(s)" in done.stdout
+    written = h5mda.Universe(out, topology=psf)
+    assert written.trajectory.n_frames == CONVERTED_FRAMES
+    for ts_written, ts_source in zip(written.trajectory[::7], source.trajectory[::7]):
+        np.testing.assert_allclose(ts_written.positions, ts_source.positions, atol=1e-4)
+    written.trajectory.close()
