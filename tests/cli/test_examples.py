@@ -1,5 +1,5 @@
 """The Python examples users copy: examples/parallel_analysis.py, examples/convert_api.py and
-the script of docs/parallel-analysis.md, each run in a fresh interpreter as a user runs it,
+the scripts of docs/parallel-analysis.md and docs/mdanalysis.md, each run in a fresh interpreter as a user runs it,
 serially and under mpirun, its results checked against MDAnalysis reading the source DCD
 (regression: the docs' script opened the file with MDAnalysis's own H5MD reader, not
 h5mdtool's, and neither example was run by any test)."""
@@ -107,3 +107,44 @@ def test_convert_api_example_writes_the_source_positions(converted, ranks, tmp_p
     for ts_written, ts_source in zip(written.trajectory[::7], source.trajectory[::7]):
         np.testing.assert_allclose(ts_written.positions, ts_source.positions, atol=1e-4)
     written.trajectory.close()
+
+
+def run_docs_script(script, directory, converted_path, ranks):
+    """Run *script* in *directory*, next to a link md.h5md to the converted file."""
+    os.symlink(converted_path, directory / "md.h5md")
+    (directory / "script.py").write_text(script)
+    return run_script_without_plugin_path(os.path.join(directory, "script.py"), [], ranks, cwd=directory)
+
+
+def test_mdanalysis_docs_first_script_matches_the_source(converted, tmp_path):
+    path, _, source = converted
+    script = docs_script("mdanalysis.md", 0)
+    script = script.replace("    print(ts.frame, ts.time, ca.center_of_geometry())",
+                            "    print(ts.frame, *ca.center_of_geometry())")
+    script += ('\nimport numpy\nnumpy.save("rmsd.npy", rmsd.results.rmsd)\nnumpy.save("rmsf.npy", rmsf.results.rmsf)'
+               '\nnumpy.save("xyz.npy", xyz)\n')
+    done = run_docs_script(script, tmp_path, path, None)
+    assert done.returncode == 0, done.stdout + done.stderr
+    ca = source.select_atoms("name CA")
+    lines = done.stdout.split("\n")[:-1]
+    assert [int(line.split()[0]) for line in lines] == list(range(0, CONVERTED_FRAMES, 10))
+    for line, ts in zip(lines, source.trajectory[::10]):
+        np.testing.assert_allclose([float(value) for value in line.split()[1:]], ca.center_of_geometry(), atol=1e-4)
+    np.testing.assert_allclose(np.load(tmp_path / "rmsd.npy")[:, 2], source_rmsd(source)[:, 2], atol=1e-4)
+    from MDAnalysis.analysis.rms import RMSF
+
+    np.testing.assert_allclose(np.load(tmp_path / "rmsf.npy"), RMSF(ca).run().results.rmsf, atol=1e-4)
+    np.testing.assert_allclose(np.load(tmp_path / "xyz.npy"), source.trajectory.timeseries(ca, order="fac"), atol=1e-4)
+
+
+@pytest.mark.parametrize("ranks", [None, 3])
+def test_mdanalysis_docs_mpi_script_gathers_every_frame(converted, ranks, tmp_path):
+    path, _, source = converted
+    script = docs_script("mdanalysis.md", 3)
+    script += ('\nif comm.rank == 0:\n    values = np.concatenate(everything)\n'
+               '    np.save("gyration.npy", values)\n')
+    done = run_docs_script(script, tmp_path, path, ranks)
+    assert done.returncode == 0, done.stdout + done.stderr
+    ca = source.select_atoms("name CA")
+    expected = [ca.radius_of_gyration() for ts in source.trajectory]
+    np.testing.assert_allclose(np.load(tmp_path / "gyration.npy"), expected, atol=1e-4)
