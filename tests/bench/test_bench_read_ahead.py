@@ -29,6 +29,18 @@ def _serial(benchmark, *args, **kwargs):
     return benchmark(*args, comm=SerialComm(), read_ahead_mb=0, **kwargs)
 
 
+def assert_serial_part_is_the_least_wait(report):
+    """The run's serial part is the least time another rank waited idle for rank 0's plan,
+    and never more than rank 0's setup. A rank that read all its share ahead waits about as
+    long as the setup lasts, and its wait ends after the setup by the barrier's latency:
+    on 3 ranks sharing 2 cores that latency once exceeded the rank's reading ahead (by
+    0.6 ms), and the serial part was rank 0's setup itself."""
+    root, others = report["ranks"][0], report["ranks"][1:]
+    least = min(r["t_plan_wait"] for r in others)
+    assert report["t_serial"] == min(root["t_serial"], least)
+    assert report["t_serial"] == pytest.approx(least, abs=0.05)
+
+
 def _values(result):
     return result["rmsd"] if "rmsd" in result else result["features"]
 
@@ -61,8 +73,7 @@ def test_others_read_their_share_while_rank_0_plans(comm, adk, monkeypatch, benc
         # reading ahead is their work, the rest of rank 0's setup their wait
         assert record["t_plan_wait"] >= setup - record["t_init_traj"] - record["t_io"] - 0.2 * setup
         assert record["t_wait"] >= record["t_plan_wait"]
-    assert report["t_serial"] == pytest.approx(min(r["t_plan_wait"] for r in others))
-    assert report["t_serial"] < root["t_serial"]
+    assert_serial_part_is_the_least_wait(report)
     assert sum(partition["frames_per_rank"]) == sum(planned) == report["n_analysed"]
     assert partition["frames_per_rank"][0] < planned[0]  # rank 0 gave frames away
     assert all(r["read_ahead_saved"] > 0 for r in others)
@@ -157,8 +168,8 @@ def test_split_parts_read_ahead_and_rank_0s_end_goes_to_one_rank(comm, shared_tm
     records = report["ranks"]
     planned, final = partition["planned_frames_per_rank"], partition["frames_per_rank"]
     assert all(r["n_read_ahead"] == planned[r["rank"]] for r in records[1:])  # all of it: 98 frames
-    assert report["t_serial"] == pytest.approx(min(r["t_plan_wait"] for r in records[1:]))
-    assert report["t_serial"] < records[0]["t_serial"] and records[0]["t_serial"] >= 1.0
+    assert_serial_part_is_the_least_wait(report)
+    assert records[0]["t_serial"] >= 1.0
     planned, final = partition["planned_frames_per_rank"], partition["frames_per_rank"]
     assert final[0] < planned[0] and final[1] > planned[1] and final[2:] == planned[2:]
     parts = [os.path.basename(part.path) for part in read_manifest(outdir).parts]
