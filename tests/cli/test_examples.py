@@ -1,8 +1,8 @@
-"""The Python examples users copy: examples/parallel_analysis.py, examples/convert_api.py and
-the scripts of docs/parallel-analysis.md and docs/mdanalysis.md, each run in a fresh interpreter as a user runs it,
-serially and under mpirun, its results checked against MDAnalysis reading the source DCD
-(regression: the docs' script opened the file with MDAnalysis's own H5MD reader, not
-h5mdtool's, and neither example was run by any test)."""
+"""The Python examples users copy: examples/parallel_analysis.py, examples/convert_api.py
+and the scripts of docs/parallel-analysis.md and docs/mdanalysis.md, each run in a fresh
+interpreter as a user runs it, serially and under mpirun, its results checked against
+MDAnalysis reading the source DCD (regression: docs/parallel-analysis.md's script opened
+the file with MDAnalysis's own H5MD reader, not h5mdtool's, and no test ran any of them)."""
 
 import os
 import re
