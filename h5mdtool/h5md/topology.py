@@ -411,9 +411,20 @@ def residue_segments(record):
 
 def universe_from_h5md(path):
     """An MDAnalysis Universe from the topology an H5MD file carries, with its trajectory."""
+    universe = universe_from_record(read_stored_topology(path))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            universe.load_new(path, format="H5MD")
+    except Exception as error:  # noqa: BLE001 - the topology alone is still useful
+        universe.h5mdtool_trajectory_error = _reason(error)
+    return universe
+
+
+def universe_from_record(record):
+    """An MDAnalysis Universe, without coordinates, of a :func:`read_stored_topology` *record*."""
     import MDAnalysis
 
-    record = read_stored_topology(path)
     names, resnames, segids = record["names"], record["resnames"], record["segids"]
     n_atoms, n_residues, n_segments = len(names), len(resnames), len(segids)
     with warnings.catch_warnings():
@@ -434,11 +445,7 @@ def universe_from_h5md(path):
         bonds = record.get("bonds")
         if bonds is not None and len(bonds):
             universe.add_TopologyAttr("bonds", [tuple(pair) for pair in bonds])
-        universe.h5mdtool_source_ids = record.get("source_ids")
-        try:
-            universe.load_new(path, format="H5MD")
-        except Exception as error:  # noqa: BLE001 - the topology alone is still useful
-            universe.h5mdtool_trajectory_error = _reason(error)
+    universe.h5mdtool_source_ids = record.get("source_ids")
     return universe
 
 
