@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..parallel.errors import InputError, UsageError
+from .inputs import atom_count_error, frame_times
 
 #: MDAnalysis's ``rms.RMSD(tol_mass=0.1)``: fit atoms whose masses differ more are refused.
 MASS_TOLERANCE = 0.1
@@ -195,6 +196,12 @@ def _frame_universe(universe, info, frame):
 def plan_analysis(info, topology, options):
     """Resolve the analysis on rank 0.
 
+    With a topology stored in an H5MD file (:func:`~h5mdtool.h5md.topology.carries_topology`),
+    no ``--reference`` or ``--index``, and selections of the subset
+    :func:`~h5mdtool.h5md.selection.select_stored` evaluates, the atoms are found in the
+    stored arrays and MDAnalysis is not imported (its import alone is most of rank 0's
+    setup); any other analysis is resolved by MDAnalysis. Both give the same plan.
+
     Parameters
     ----------
     info : h5mdtool.bench.inputs.InputInfo
@@ -216,15 +223,81 @@ def plan_analysis(info, topology, options):
         Unreadable topology, reference or index file; selections that are invalid, match
         nothing, pick one fit atom, or differ between trajectory and reference.
     """
-    from ..formats.ndx import read_index
-    from .inputs import atom_count_error, frame_times
-
     phases = {"t_init_top": 0.0, "t_init_traj": 0.0, "t_io": 0.0}
-    mark = time.perf_counter()
     if options.reference is not None and options.ref_frame is not None:
         raise UsageError("--reference takes the reference from a file; --ref-frame picks one of the trajectory: give one")
     if options.weights not in (None, "mass"):
         raise UsageError(f"--weights must be mass or none, got {options.weights!r}")
+    plan = _plan_from_stored_topology(info, topology, options, phases)
+    if plan is None:
+        plan = _plan_with_mdanalysis(info, topology, options, phases)
+    return plan, phases
+
+
+def _reference_frame(info, options):
+    """The frames analysed and the reference frame's number (rank 0)."""
+    frames = select_frames(info.n_frames, options, lambda: frame_times(info))
+    ref_frame = 0 if options.ref_frame is None else options.ref_frame
+    if not -info.n_frames <= ref_frame < info.n_frames:
+        raise InputError(f"--ref-frame {ref_frame} is outside the {info.n_frames} frames")
+    return frames, ref_frame % info.n_frames
+
+
+def _plan_from_stored_topology(info, topology, options, phases):
+    """The plan from the arrays of a stored topology, or None when MDAnalysis must resolve it
+    (a topology file, ``--reference``, ``--index``, selections outside the simple subset,
+    masses missing or not positive with ``--weights mass``)."""
+    from ..formats import read_frame
+    from ..h5md.selection import parse_simple, select_stored
+    from ..h5md.topology import carries_topology, read_stored_topology
+
+    keys = (options.select, *options.calc_select)
+    if options.reference is not None or options.index is not None or any(parse_simple(k) is None for k in keys):
+        return None
+    mark = time.perf_counter()
+    if not carries_topology(topology):
+        return None
+    record = read_stored_topology(topology)
+    weighted = options.weights == "mass"
+    masses = record.get("masses")
+    if weighted and (masses is None or not np.all(np.asarray(masses, np.float64) > 0)):
+        return None  # MDAnalysis's path gives the error naming the atom
+    if len(record["names"]) != info.n_atoms:
+        raise atom_count_error(topology, len(record["names"]), info)
+    picked = []
+    for key in keys:
+        atoms = select_stored(record, key)
+        if len(atoms) == 0:
+            raise InputError(f"selection {key!r} matches no atom of {topology}")
+        picked.append(atoms)
+    if len(picked[0]) < 2:
+        raise InputError(f"{options.select!r} picks one atom: a superposition needs at least two "
+                         "(an RMSD group of one atom can follow the fit: --calc-select)")
+    phases["t_init_top"] += time.perf_counter() - mark
+
+    mark = time.perf_counter()
+    frames, ref_frame = _reference_frame(info, options)
+    phases["t_io"] += time.perf_counter() - mark
+    mark = time.perf_counter()
+    index, number = info.locate(ref_frame)
+    opened = time.perf_counter()
+    positions = np.asarray(read_frame(index, number, box=False)[0], np.float64)
+    phases["t_init_traj"] += opened - mark
+    phases["t_io"] += time.perf_counter() - opened
+
+    def weights(atoms):
+        return np.asarray(masses, np.float64)[atoms] if weighted else np.ones(len(atoms))
+
+    fit, groups = picked[0], picked[1:]
+    return _plan(options, fit, groups, weights(fit), weights(fit), [weights(g) for g in groups],
+                 positions[fit], [positions[g] for g in groups], frames, list(keys), ref_frame, None)
+
+
+def _plan_with_mdanalysis(info, topology, options, phases):
+    """The plan from MDAnalysis: topology file, selections, index groups, reference file."""
+    from ..formats.ndx import read_index
+
+    mark = time.perf_counter()
     universe = _universe(topology, "topology")
     if universe.atoms.n_atoms != info.n_atoms:
         raise atom_count_error(topology, universe.atoms.n_atoms, info)
@@ -235,11 +308,7 @@ def plan_analysis(info, topology, options):
     phases["t_init_top"] += time.perf_counter() - mark
 
     mark = time.perf_counter()
-    frames = select_frames(info.n_frames, options, lambda: frame_times(info))
-    ref_frame = 0 if options.ref_frame is None else options.ref_frame
-    if not -info.n_frames <= ref_frame < info.n_frames:
-        raise InputError(f"--ref-frame {ref_frame} is outside the {info.n_frames} frames")
-    ref_frame %= info.n_frames
+    frames, ref_frame = _reference_frame(info, options)
     phases["t_io"] += time.perf_counter() - mark
 
     # the trajectory side's selection frame: the reference frame, or frame 0 with --reference
@@ -266,6 +335,7 @@ def plan_analysis(info, topology, options):
     weighted = options.weights == "mass"
     fit_weights = _weights(fit, weighted, "trajectory")
     ref_weights = _weights(fit_ref, weighted, "reference")
+    group_weights = [_weights(mobile, weighted, "trajectory") for mobile, _ in groups]
     phases["t_init_top"] += time.perf_counter() - mark
 
     mark = time.perf_counter()  # the trajectory (without --reference) stands at the reference frame
@@ -273,23 +343,28 @@ def plan_analysis(info, topology, options):
     reference_groups = [np.asarray(ref_atoms.positions, np.float64) for _, ref_atoms in groups]
     phases["t_io"] += time.perf_counter() - mark
     universe.trajectory.close()
+    return _plan(options, fit.indices, [mobile.indices for mobile, _ in groups], fit_weights, ref_weights,
+                 group_weights, reference, reference_groups, frames, labels, ref_frame, reference_universe)
 
+
+def _plan(options, fit, groups, fit_weights, ref_weights, group_weights, reference, reference_groups, frames,
+          labels, ref_frame, reference_universe):
+    """The :class:`RmsdPlan` of resolved atoms (*fit*, *groups*: trajectory indices), weights
+    and reference positions (Angstrom)."""
     centre = ref_weights @ reference / ref_weights.sum()
-    read_indices = np.unique(np.concatenate([fit.indices] + [mobile.indices for mobile, _ in groups]))
-    fit_columns = np.searchsorted(read_indices, fit.indices)
+    read_indices = np.unique(np.concatenate([fit] + list(groups)))
+    fit_columns = np.searchsorted(read_indices, fit)
     if np.array_equal(fit_columns, np.arange(len(read_indices))):
         fit_columns = None
-    plan = RmsdPlan(
+    return RmsdPlan(
         read_indices=read_indices, fit_columns=fit_columns,
-        group_columns=[np.searchsorted(read_indices, mobile.indices) for mobile, _ in groups],
+        group_columns=[np.searchsorted(read_indices, mobile) for mobile in groups],
         reference_fit=reference - centre, reference_groups=[g - centre for g in reference_groups],
         fit_weights=fit_weights / fit_weights.mean(),
-        group_weights=[(_weights(mobile, weighted, "trajectory") / _weights(mobile, weighted, "trajectory").mean())
-                       for mobile, _ in groups],
-        frames=frames, labels=labels, weighted=weighted,
+        group_weights=[weights / weights.mean() for weights in group_weights],
+        frames=frames, labels=labels, weighted=options.weights == "mass",
         description=_describe(options, fit, groups, labels, frames, ref_frame, reference_universe),
     )
-    return plan, phases
 
 
 def _check_pair(mobile, reference, label, check_masses=False):
@@ -320,9 +395,9 @@ def _describe(options, fit, groups, labels, frames, ref_frame, reference_univers
         "select": options.select, "calc_select": list(options.calc_select),
         "index": None if options.index is None else os.path.abspath(options.index),
         "weights": options.weights or "none",
-        "atoms": {"fit": {"label": labels[0], "n": len(fit), "sha256": digest(fit.indices)},
-                  "groups": [{"label": label, "n": len(mobile), "sha256": digest(mobile.indices)}
-                             for label, (mobile, _) in zip(labels[1:], groups)]},
+        "atoms": {"fit": {"label": labels[0], "n": len(fit), "sha256": digest(fit)},
+                  "groups": [{"label": label, "n": len(mobile), "sha256": digest(mobile)}
+                             for label, mobile in zip(labels[1:], groups)]},
         "reference": reference,
         "frames": {**frame_range, "n": len(frames), "first": int(frames[0]), "last": int(frames[-1]),
                    "sha256": digest(frames)},

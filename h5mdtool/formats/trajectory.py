@@ -506,23 +506,25 @@ class TrajectoryReader:
         self.close()
 
 
-def read_frame(index, frame):
+def read_frame(index, frame, box=True):
     """All positions (Angstrom, float32) and the box (MDAnalysis ``dimensions``, or None) of
     trajectory frame *frame* of *index*, read through :class:`~h5mdtool.formats.TrajectoryReader`.
 
-    The box is given when the frame holds one and every dimension is periodic.
+    The box is given when the frame holds one, every dimension is periodic and *box* is
+    true (False: the box is not read, and MDAnalysis, which converts it, not imported).
 
     Raises
     ------
     InputError
         If the frame cannot be read.
     """
-    fields = ("positions", "box") if "box" in index.fields else ("positions",)
+    box = box and "box" in index.fields
+    fields = ("positions", "box") if box else ("positions",)
     with TrajectoryReader(index, None, fields) as reader:
         block = reader.read(np.array([frame], np.int64), reader.new_block(1))
         positions = (np.asarray(block.positions[0], np.float64) * ANGSTROM_PER_NM).astype(np.float32)
         edges = np.asarray(block.edges[0], np.float64) * ANGSTROM_PER_NM
-    boxed = "box" in index.fields and bool(index.fields["box"][frame])
+    boxed = box and bool(index.fields["box"][frame])
     if not (boxed and edges.any() and all(b == "periodic" for b in index.boundary)):
         return positions, None
     from MDAnalysis.lib.mdamath import triclinic_box

@@ -3,6 +3,8 @@
 and the summaries saying where the topology came from."""
 
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -77,3 +79,59 @@ def test_convert_select_of_an_h5md_input_uses_its_stored_topology(stored, tmp_pa
         assert_array_equal(ca.atoms.positions, source.select_atoms("name CA").positions)
     assert os.path.getsize(output) < os.path.getsize(stored[0])
     assert np.all(ca.atoms.masses == psf.masses)
+
+
+@pytest.mark.parametrize("options", [
+    {"select": "name CA"},
+    {"select": "name N CA C O", "calc_select": ["resid 10 20 and name CA CB", "segid 4AKE and resname LYS"],
+     "weights": "mass", "ref_frame": 5},
+    {"select": "name CA and resnum 1 2 3 4 5", "start": 3, "stop": 90, "step": 7},
+])
+def test_stored_topology_plan_without_mdanalysis_equals_mdanalysis(stored, monkeypatch, options):
+    """Simple selections on a stored topology are resolved from its arrays; the RMSDs and the
+    resolved analysis equal those of the same analysis resolved by MDAnalysis."""
+    from h5mdtool.bench import analysis
+
+    resolved_by_mdanalysis = analysis._plan_with_mdanalysis
+
+    def refused(*args):
+        raise AssertionError("MDAnalysis resolved a simple selection on a stored topology")
+
+    monkeypatch.setattr(analysis, "_plan_with_mdanalysis", refused)
+    fast = h5mdtool.bench_rmsd(stored[0], **options)
+    monkeypatch.setattr(analysis, "_plan_with_mdanalysis", resolved_by_mdanalysis)
+    monkeypatch.setattr(analysis, "_plan_from_stored_topology", lambda *args: None)
+    slow = h5mdtool.bench_rmsd(stored[0], **options)
+    assert_array_equal(fast["rmsd"], slow["rmsd"])
+    assert fast["labels"] == slow["labels"]
+    assert fast["report"]["analysis"] == slow["report"]["analysis"]
+
+
+def test_stored_topology_selection_errors_as_mdanalysis_gives_them(stored):
+    from h5mdtool.parallel.errors import InputError
+
+    with pytest.raises(InputError, match=r"selection 'name XX' matches no atom of .*adk\.h5md"):
+        h5mdtool.bench_rmsd(stored[0], select="name XX")
+    with pytest.raises(InputError, match=r"'index 5' picks one atom"):
+        h5mdtool.bench_rmsd(stored[0], select="index 5")
+    with pytest.raises(InputError, match=r"selection 'name XX or name YY' matches no atom of .*adk\.h5md"):
+        h5mdtool.bench_rmsd(stored[0], select="name XX or name YY")  # left to MDAnalysis: the same message
+
+
+@pytest.mark.serial_only
+@pytest.mark.parametrize("ranks", [None, 2])
+def test_bench_rmsd_on_a_stored_topology_does_not_import_mdanalysis(stored, ranks):
+    """Rank 0's setup without MDAnalysis's import (0.25-0.7 s of serial work) when the file
+    carries its topology and the selection is simple; every rank checks."""
+    from conftest import MPIRUN
+
+    script = ("import sys\n"
+              "from h5mdtool.cli.main import cli\n"
+              "cli.main(sys.argv[1:], standalone_mode=False)\n"
+              "print('MDAnalysis imported:', 'MDAnalysis' in sys.modules)\n")
+    command = [sys.executable, "-c", script, "bench", "rmsd", stored[0], "--no-progress", "-s", "name CA"]
+    done = subprocess.run(([MPIRUN, "-n", str(ranks)] if ranks else []) + command, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("MDAnalysis imported: False") == (ranks or 1), done.stdout
+    assert "rmsd: 98 frames" in done.stdout
