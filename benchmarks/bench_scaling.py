@@ -1,7 +1,9 @@
 """Rank scaling of ``h5mdtool bench rmsd``: 2 ranks against 1, the serial part, the model.
 
 On the AdK trajectory (600x: 58,800 frames; 100x with ``--quick``): the uncompressed H5MD
-``convert`` writes, the XTC itself, and the XTC split into 2 parts (``split --nparts 2``).
+``convert -t adk.psf`` writes (``bench rmsd`` reads the topology stored in it, as a user's
+``bench rmsd md.h5md`` does), the XTC itself, and the XTC split into 2 parts
+(``split --nparts 2``), these two with ``-t adk.psf``.
 Each input is run by ``h5mdtool bench rmsd`` (fit ``name CA``, blocks engine, ``--repeat 1``,
 so every run pays a fresh process's imports as a user's does) under ``mpirun -n 1`` and
 ``-n 2`` with each rank bound to its own core, in turns (1, 2, 1, 2, ...); the figures are
@@ -28,7 +30,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_rmsd import converted  # noqa: E402
+from bench_rmsd import with_topology  # noqa: E402
 from common import H5MDTOOL, check, mpirun_bound, output_of, run_sizes  # noqa: E402
 from data import DATA, repeated_xtc, topology  # noqa: E402
 
@@ -48,9 +50,11 @@ def split_parts(xtc, repeats):
 
 
 def bench_report(path, n_ranks, report):
-    """One ``bench rmsd`` run on *n_ranks* ranks (one core each); its report's only run."""
-    command = mpirun_bound(n_ranks) + [H5MDTOOL, "bench", "rmsd", path, "-t", topology(), "--no-progress",
-                                       "--out", report, "--force"]
+    """One ``bench rmsd`` run on *n_ranks* ranks (one core each); its report's only run.
+    An H5MD input carries its topology; the others are given the PSF."""
+    stored = path.endswith(".h5md")
+    command = mpirun_bound(n_ranks) + [H5MDTOOL, "bench", "rmsd", path, *([] if stored else ["-t", topology()]),
+                                       "--no-progress", "--out", report, "--force"]
     output_of(command)
     with open(report) as handle:
         document = json.load(handle)
@@ -92,7 +96,7 @@ def bench_input(label, path, repeat, scratch):
 
 def bench(repeats, repeat):
     xtc = repeated_xtc(repeats)
-    inputs = {"H5MD, uncompressed": converted(xtc, repeats), "XTC": xtc, "XTC, 2 parts": split_parts(xtc, repeats)}
+    inputs = {"H5MD, uncompressed": with_topology(xtc, repeats), "XTC": xtc, "XTC, 2 parts": split_parts(xtc, repeats)}
     print(f"\n== bench rmsd scaling, AdK {repeats}x, 1 and 2 ranks (one core each)", flush=True)
     for path in inputs.values():  # into the page cache
         subprocess.run(["cat"] + ([path] if os.path.isfile(path) else
