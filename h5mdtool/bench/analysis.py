@@ -352,7 +352,9 @@ def _plan(options, fit, groups, fit_weights, ref_weights, group_weights, referen
     """The :class:`RmsdPlan` of resolved atoms (*fit*, *groups*: trajectory indices), weights
     and reference positions (Angstrom)."""
     centre = ref_weights @ reference / ref_weights.sum()
-    read_indices = np.unique(np.concatenate([fit] + list(groups)))
+    read_indices = np.sort(np.concatenate([fit] + list(groups)))
+    # not np.unique: its first call imports numpy.ma (20 ms of rank 0's setup)
+    read_indices = read_indices[np.r_[True, read_indices[1:] != read_indices[:-1]]]
     fit_columns = np.searchsorted(read_indices, fit)
     if np.array_equal(fit_columns, np.arange(len(read_indices))):
         fit_columns = None

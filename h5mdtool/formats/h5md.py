@@ -201,6 +201,9 @@ class H5MDFormat(Format):
 
     name = "H5MD"
     extensions = (".h5md", ".h5")
+    # h5py's import (40 ms) delayed the first block read ahead, and so rank 0, on ranks
+    # that had not opened the file yet (rank 0 inspects it for them)
+    decoders = ("h5py",)
 
     @classmethod
     def scan(cls, path, on_truncated="error", group=None, handle=None):

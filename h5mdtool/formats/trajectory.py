@@ -485,7 +485,9 @@ class TrajectoryReader:
         """
         fields = self.fields if fields is None else tuple(fields)
         segments, local = self.index.locate(frames)
-        for number in np.unique(segments):
+        # not np.unique: its first call imports numpy.ma (20 ms), on rank 0's setup and on
+        # each rank's first block read ahead; increasing frames give segments in order
+        for number in dict.fromkeys(segments.tolist()):
             mask = segments == number
             segment = self.index.segments[int(number)]
             wanted = [f for f in fields if f != "box" or f in segment.fields]
