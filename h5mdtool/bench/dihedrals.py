@@ -216,7 +216,7 @@ ENGINES = {"blocks": DihedralBlocksEngine, "frames": DihedralFramesEngine}
 
 @entry_point
 def bench_dihedrals(inputs, topology=None, *, comm=None, select="protein", index=None, start=None, stop=None, step=None,
-                    begin=None, end=None, dt=None, group=None, block_frames=1024, compute_load=1, repeat=1,
+                    begin=None, end=None, dt=None, group=None, block_frames=None, compute_load=1, repeat=1,
                     engine="blocks", format=None, read_ahead_mb=None):
     """Run the dihedral featurization benchmark; return the features and the report (rank 0; None elsewhere).
 
@@ -238,8 +238,9 @@ def bench_dihedrals(inputs, topology=None, *, comm=None, select="protein", index
         Frames analysed by time in ps, as ``gmx -b -e -dt`` (not with start/stop/step).
     group : str, optional
         H5MD particle group (default: the first listed).
-    block_frames : int
-        Frames read and featurized at once per rank (blocks engine; whole chunks, at least one).
+    block_frames : int, optional
+        Frames read and featurized at once per rank (blocks engine; whole chunks, at least
+        one). Default: as many as 8 MiB of the atoms read hold.
     compute_load : int
         Repeat each kernel call this many times.
     repeat : int
@@ -282,7 +283,7 @@ def bench_dihedrals(inputs, topology=None, *, comm=None, select="protein", index
     report = {
         "benchmark": "dihedrals", "report_version": REPORT_VERSION, "engine": engine, "n_ranks": comm.size,
         "n_frames": info.n_frames, "n_analysed": len(plan.frames), "compute_load": compute_load,
-        "block_frames": block_frames, "input": _input_record(info),
+        "block_frames": block_frames or runs[0]["ranks"][0]["block_frames"], "input": _input_record(info),
         "topology": _topology_record(topology, info.n_atoms, topology_source),
         "select": select, "n_residues": len(plan.labels), "labels": plan.labels, "analysis": plan.description,
         "partition": partition.describe(), "provenance": _provenance(records), **timing(runs),

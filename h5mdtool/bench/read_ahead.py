@@ -39,6 +39,12 @@ FALLBACK_BUDGET = 256 << 20
 #: Frames per block read ahead at most: rank 0, once done, waits for the block being read
 #: (128 AdK frames: about 5 ms from an H5MD file in the page cache, 20 ms from an XTC here).
 BLOCK_FRAMES = 128
+#: Frames of the first block read ahead; each next block is twice as large, up to
+#: BLOCK_FRAMES. The first blocks are the slowest (the file's first reads, memory the process
+#: never touched: 128 AdK frames took 73 ms as a first block on 2 ranks), and rank 0's plan
+#: may be ready within tens of milliseconds (a stored topology); a small first block keeps
+#: rank 0 from waiting for a large one.
+FIRST_BLOCK_FRAMES = 8
 #: Frames of rank 0's end a rank takes at least when the trajectory is split: taking a piece
 #: costs it an open and a scan of rank 0's part (2 us a frame header for an XTC here).
 PART_PIECE_FRAMES = 256
@@ -199,7 +205,7 @@ def read_ahead(info, frames, block_frames, chunk_frames, budget, ready, clock, r
     try:
         source = _whole_frames_source(info, block_frames)
         clock.charge("t_init_traj")
-        for _, block in frame_blocks(frames, min(block_frames, BLOCK_FRAMES), chunk_frames):
+        for block in growing_blocks(frames, min(block_frames, BLOCK_FRAMES), chunk_frames):
             if ready() or ahead.nbytes + len(block) * frame_bytes > budget:
                 break
             positions, times = _read_block(source, block)
@@ -217,6 +223,19 @@ def read_ahead(info, frames, block_frames, chunk_frames, budget, ready, clock, r
             source.close()
     ahead.frames = np.concatenate(read) if read else ahead.frames
     return ahead
+
+
+def growing_blocks(frames, block_frames, chunk_frames=1):
+    """Blocks of *frames* (as :func:`~h5mdtool.bench.engines.frame_blocks` cuts them, on
+    chunk boundaries) of :data:`FIRST_BLOCK_FRAMES` frames first, then each twice as many, up
+    to *block_frames*; yields each block's frame numbers."""
+    row, size = 0, min(FIRST_BLOCK_FRAMES, block_frames)
+    while row < len(frames):
+        # the first block of the frames left: a slice longer than any block cut from it
+        _, block = frame_blocks(frames[row:row + 2 * (size + chunk_frames)], size, chunk_frames)[0]
+        yield block
+        row += len(block)
+        size = min(2 * size, block_frames)
 
 
 def _read_block(source, block):

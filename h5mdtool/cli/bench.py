@@ -183,7 +183,7 @@ input_and_frames_options = compose(
 @click.option("--ref-frame", type=int, default=None, help="Reference frame of the trajectory (0-based; negative counts from the end). Default: 0.")
 @input_and_frames_options
 @click.option("--engine", type=click.Choice(["blocks", "frames"]), default="blocks", show_default=True, help="blocks: blocks of frames read at once (H5MD: only the span of the atoms used) and a batched numpy kernel; frames: MDAnalysis iterated frame by frame as the papers did (each load timed as I/O, each superposition as compute).")
-@click.option("--block-frames", type=click.IntRange(min=1), default=1024, show_default=True, help="Frames read and superposed at once per rank, bounding memory (capped at the frames a rank reads; for H5MD chunked by several frames, whole chunks, at least one).")
+@click.option("--block-frames", type=click.IntRange(min=1), default=None, help="Frames read and superposed at once per rank, bounding memory (capped at the frames a rank reads; for H5MD chunked by several frames, whole chunks, at least one). Default: as many as 8 MiB of the atoms read hold (about 200 AdK frames), so a block is still in the CPU's cache when it is gathered.")
 @READ_AHEAD_OPTION
 @click.option("--compute-load", type=click.IntRange(min=1), default=1, show_default=True, help="Repeat each superposition K times, as the 40x/70x/100x RMSD loads of Khoshlessan et al. 2020 (cited below): raises the compute/I-O ratio to see how the advice and the scaling change (a synthetic load; 'bench dihedrals' is the papers' real compute-bound workload).")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="Number of runs; the report's headline is the fastest, every run is kept.")
@@ -296,7 +296,7 @@ def print_dihedrals_report(report):
 @click.option("--index", "-n", default=None, metavar="NDX", help="GROMACS index file; --select may name its groups by name or number (from 0).")
 @input_and_frames_options
 @click.option("--engine", type=click.Choice(["blocks", "frames"]), default="blocks", show_default=True, help="blocks: blocks of frames read at once and a batched numpy kernel; frames: MDAnalysis iterated frame by frame and one MDAnalysis calc_dihedrals call per angle, as the papers' code called dihedral.value() (each load timed as I/O, each frame's angles as compute).")
-@click.option("--block-frames", type=click.IntRange(min=1), default=1024, show_default=True, help="Frames read and featurized at once per rank, bounding memory (capped at the frames a rank reads; for H5MD chunked by several frames, whole chunks, at least one).")
+@click.option("--block-frames", type=click.IntRange(min=1), default=None, help="Frames read and featurized at once per rank, bounding memory (capped at the frames a rank reads; for H5MD chunked by several frames, whole chunks, at least one). Default: as many as 8 MiB of the atoms read hold.")
 @READ_AHEAD_OPTION
 @click.option("--compute-load", type=click.IntRange(min=1), default=1, show_default=True, help="Repeat each frame's (or block's) featurization K times: a synthetic load on top of the real one.")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="Number of runs; the report's headline is the fastest, every run is kept.")

@@ -562,3 +562,16 @@ def test_frames_engine_closes_the_shared_file_when_another_rank_failed(comm, sha
     left_open = _hdf5_handles_on(path)
     comm.Barrier()
     assert left_open == []
+
+
+def test_default_block_holds_8_mib_of_the_atoms_read(adk):
+    """Without --block-frames, a block holds as many frames as 8 MiB of the atoms read (from
+    the first fit atom to the last) hold; the RMSDs are those of any other block size."""
+    import MDAnalysis as mda
+
+    ca = mda.Universe(adk[0]).select_atoms("name CA").indices
+    span = int(ca[-1]) - int(ca[0]) + 1
+    chosen = bench_rmsd(adk[1], adk[0])
+    assert chosen["report"]["block_frames"] == (8 << 20) // (span * 3 * 4)
+    assert all(r["block_frames"] == chosen["report"]["block_frames"] for r in chosen["report"]["ranks"])
+    np.testing.assert_array_equal(chosen["rmsd"], bench_rmsd(adk[1], adk[0], block_frames=7)["rmsd"])

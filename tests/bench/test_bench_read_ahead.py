@@ -316,3 +316,43 @@ def test_a_failure_computing_frames_read_ahead_reads_them_again(comm, adk, monke
     np.testing.assert_array_equal(result["rmsd"], expected["rmsd"])
     records = result["report"]["ranks"]
     assert records[1]["n_read_ahead"] == 0 and records[1]["read_ahead_saved"] == 0.0
+
+
+@pytest.mark.mpi
+def test_rank_0_waiting_for_a_block_read_ahead_charges_wait(comm, adk, monkeypatch):
+    """Rank 0's plan is ready while the others are still in a block read ahead (slowed to
+    1 s): rank 0 waits for them at a barrier, charged to its t_wait, not to the broadcast
+    of the plan (t_comm), which it was before."""
+    _needs_ranks(comm)
+    slow = ",".join(f"rmsd-block:{rank}:1.0" for rank in range(1, comm.size))
+    monkeypatch.setenv("H5MDTOOL_TEST_DELAY", slow)
+    comm.Barrier()
+    result = bench_rmsd(adk[1], adk[0], comm=comm)
+    if comm.rank != 0:
+        return
+    root = result["report"]["ranks"][0]
+    assert root["t_wait"] >= 0.5, root
+    assert root["t_comm"] < 0.3, root
+    for record in result["report"]["ranks"][1:]:
+        assert record["n_read_ahead"] > 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 500), st.integers(0, 400), st.integers(1, 300), st.sampled_from([1, 1, 4, 26]),
+       st.sampled_from([1, 2]))
+def test_blocks_read_ahead_grow_from_a_small_first_one(first, n_frames, block_frames, chunk, step):
+    """Every frame once and in order, each block ending on a chunk boundary (but the last),
+    the first block small (one chunk at least), then each at most twice the one before and
+    at most block_frames (whole chunks, one at least)."""
+    from h5mdtool.bench.read_ahead import FIRST_BLOCK_FRAMES, growing_blocks
+
+    frames = np.arange(first, first + n_frames * step, step)
+    blocks = list(growing_blocks(frames, block_frames, chunk))
+    assert np.array_equal(np.concatenate(blocks) if blocks else frames[:0], frames)
+    largest = max(block_frames, chunk) if step == 1 else block_frames
+    for number, block in enumerate(blocks):
+        assert 0 < len(block) <= largest
+        if step == 1 and number < len(blocks) - 1:
+            assert (block[-1] + 1) % chunk == 0
+    if len(blocks) > 1:
+        assert len(blocks[0]) <= max(FIRST_BLOCK_FRAMES, chunk)
