@@ -90,17 +90,22 @@ def _open_file(path, driver=None, comm=None):
     through a Python file object (h5py's ``fileobj`` driver), which takes no lock either but
     calls into Python for every read. With *driver* (``"mpio"`` and *comm*), h5py opens the
     file by name with that driver.
+
+    HDF5's chunk cache is off: the reader reads whole rows of chunks (h5mdtool decodes
+    compressed ones itself, past the cache), so a chunk that fits the cache (a one-frame
+    chunk does) was read into it and copied out for nothing. Iterating 58,800 uncompressed
+    AdK frames took 0.73 s without it, 0.83 s with it.
     """
     import h5py
 
     if driver is not None:
         kwargs = {"driver": driver} if comm is None else {"driver": driver, "comm": comm}
-        return h5py.File(path, "r", **kwargs), None
+        return h5py.File(path, "r", rdcc_nbytes=0, **kwargs), None
     if _hdf5_turns_locking_off():
-        return h5py.File(path, "r", driver="stdio", locking=False), None
+        return h5py.File(path, "r", driver="stdio", locking=False, rdcc_nbytes=0), None
     raw = open(path, "rb", buffering=0)
     try:
-        return h5py.File(raw, "r"), raw
+        return h5py.File(raw, "r", rdcc_nbytes=0), raw
     except BaseException:
         raw.close()
         raise

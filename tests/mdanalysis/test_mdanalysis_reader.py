@@ -559,3 +559,11 @@ def test_file_without_topology_gives_unnamed_atoms(adk_layouts):
     ours = h5mda.Universe(adk_layouts["plain"])
     assert ours.atoms.n_atoms == 3341 and len(ours.residues) == 1
     assert not hasattr(ours.atoms, "names")
+
+
+@pytest.mark.parametrize("layout", ["plain", "zstd-auto-chunks", "contiguous"])
+def test_reader_opens_files_without_hdf5_chunk_cache(adk_layouts, layout):
+    """The reader reads whole rows of chunks: HDF5's chunk cache would copy them once more."""
+    ours = h5mda.Universe(adk_layouts[layout])
+    for reader in (ours.trajectory, pickle.loads(pickle.dumps(ours.trajectory))):
+        assert reader._file.id.get_access_plist().get_cache()[2] == 0
