@@ -35,8 +35,7 @@ from .analysis import AnalysisOptions, _frame_universe, _pick, _universe, digest
 from .dihedral_kernel import dihedral_angles, sincos_features
 from .engines import BlocksEngine, FramesEngine
 from .read_ahead import read_ahead_budget
-from .runner import (REPORT_VERSION, _input_record, _provenance, _run_once, _topology_record, checked_options,
-                     repeated, timing)
+from .runner import _run_once, checked_options, repeated, report_fields
 
 
 @dataclass
@@ -281,12 +280,9 @@ def bench_dihedrals(inputs, topology=None, *, comm=None, select="protein", index
     if comm.rank != 0:
         return None
     report = {
-        "benchmark": "dihedrals", "report_version": REPORT_VERSION, "engine": engine, "n_ranks": comm.size,
-        "n_frames": info.n_frames, "n_analysed": len(plan.frames), "compute_load": compute_load,
-        "block_frames": block_frames or runs[0]["ranks"][0]["block_frames"], "input": _input_record(info),
-        "topology": _topology_record(topology, info.n_atoms, topology_source),
+        **report_fields("dihedrals", engine, comm, info, plan, compute_load, block_frames, topology,
+                        topology_source, partition, records, runs),
         "select": select, "n_residues": len(plan.labels), "labels": plan.labels, "analysis": plan.description,
-        "partition": partition.describe(), "provenance": _provenance(records), **timing(runs),
     }
     return {"features": rows, "labels": plan.labels, "report": report}
 

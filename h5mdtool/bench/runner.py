@@ -392,6 +392,20 @@ def timing(runs):
     return {"best_repeat": best["repeat"], **{key: best[key] for key in BEST_RUN_KEYS}, "runs": runs}
 
 
+def report_fields(benchmark, engine, comm, info, plan, compute_load, block_frames, topology, topology_source,
+                  partition, records, runs):
+    """The entries every benchmark's report shares (``bench rmsd`` and ``bench dihedrals``):
+    what was run on what, the frames, the block size used (the one given, else the default
+    each rank recorded), the topology, the partition, provenance and timing."""
+    return {
+        "benchmark": benchmark, "report_version": REPORT_VERSION, "engine": engine, "n_ranks": comm.size,
+        "n_frames": info.n_frames, "n_analysed": len(plan.frames), "compute_load": compute_load,
+        "block_frames": block_frames or runs[0]["ranks"][0]["block_frames"], "input": _input_record(info),
+        "topology": _topology_record(topology, info.n_atoms, topology_source),
+        "partition": partition.describe(), "provenance": _provenance(records), **timing(runs),
+    }
+
+
 def summarise(records, kind=None):
     """One run's summary from its per-rank records (rank order): totals, stragglers, ratios.
 
@@ -536,15 +550,10 @@ def bench_rmsd(inputs, topology=None, *, comm=None, select="name CA", calc_selec
     description = plan.description
     data = data_digest(info, plan)  # after the timed runs: the sample read is not timed
     report = {
-        "benchmark": "rmsd", "report_version": REPORT_VERSION, "engine": engine, "n_ranks": comm.size,
-        "n_frames": info.n_frames, "n_analysed": len(plan.frames), "compute_load": compute_load,
-        "block_frames": block_frames or runs[0]["ranks"][0]["block_frames"],
-        "input": _input_record(info),
-        "topology": _topology_record(topology, info.n_atoms, topology_source),
+        **report_fields("rmsd", engine, comm, info, plan, compute_load, block_frames, topology, topology_source,
+                        partition, records, runs),
         "select": select, "n_selected": description["atoms"]["fit"]["n"], "labels": plan.labels,
         "ref_frame": description["reference"].get("frame"), "analysis": description,
-        "partition": partition.describe(), "provenance": _provenance(records),
         "data": data, "results": results_digest(rmsd),
-        **timing(runs),
     }
     return {"rmsd": rmsd, "labels": plan.labels, "report": report}

@@ -2,6 +2,8 @@
 filtered (HDF5 then reads chunks straight into the block, a copy fewer), kept where HDF5
 may decompress chunks read in parts."""
 
+import contextlib
+
 import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
@@ -22,18 +24,23 @@ def adk_h5md(tmp_path_factory, adk_segments):
     return paths
 
 
+@contextlib.contextmanager
+def _opened(segment):
+    reader = H5MDFormat(segment)
+    try:
+        yield reader
+    finally:
+        reader.close()
+
+
 def _chunk_cache_bytes(reader):
     return reader.handle.id.get_access_plist().get_cache()[2]
 
 
 @pytest.mark.parametrize("layout, cache", [("plain", 0), ("gzip", DEFAULT_CHUNK_CACHE)])
 def test_chunk_cache_off_only_without_filters(adk_h5md, layout, cache):
-    segment = H5MDFormat.scan(adk_h5md[layout])
-    reader = H5MDFormat(segment)
-    try:
+    with _opened(H5MDFormat.scan(adk_h5md[layout])) as reader:
         assert _chunk_cache_bytes(reader) == cache
-    finally:
-        reader.close()
 
 
 def test_details_without_the_filter_count_keep_the_cache(adk_h5md):
@@ -41,24 +48,17 @@ def test_details_without_the_filter_count_keep_the_cache(adk_h5md):
     segment = H5MDFormat.scan(adk_h5md["plain"])
     for element in segment.details["elements"].values():
         del element["filters"]
-    reader = H5MDFormat(segment)
-    try:
+    with _opened(segment) as reader:
         assert _chunk_cache_bytes(reader) == DEFAULT_CHUNK_CACHE
-    finally:
-        reader.close()
 
 
 def test_blocks_read_without_the_cache_equal_h5py(adk_h5md):
     import h5py
 
     segment = H5MDFormat.scan(adk_h5md["plain"])
-    reader = H5MDFormat(segment)
-    try:
-        path = segment.details["elements"]["positions"]["path"]
-        out = np.empty((7, segment.n_atoms, 3), np.float32)
-        with h5py.File(adk_h5md["plain"], "r") as handle:
-            for start in (0, 5, segment.n_frames - 7):
-                reader._read(reader.handle[path], start, start + 7, (0, segment.n_atoms), out)
-                assert_array_equal(out, handle[path][start:start + 7])
-    finally:
-        reader.close()
+    path = segment.details["elements"]["positions"]["path"]
+    out = np.empty((7, segment.n_atoms, 3), np.float32)
+    with _opened(segment) as reader, h5py.File(adk_h5md["plain"], "r") as handle:
+        for start in (0, 5, segment.n_frames - 7):
+            reader._read(reader.handle[path], start, start + 7, (0, segment.n_atoms), out)
+            assert_array_equal(out, handle[path][start:start + 7])
