@@ -162,8 +162,9 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
     if comm.rank != 0:  # while rank 0 resolves the analysis: their first read need not import them
         load_decoders(paths, input_format)
         clock.charge("t_init_traj")
-    # every rank inspects the input together (XTC/TRR offsets scanned in parallel)
-    info = inspect_input(paths, group, input_format, comm=comm)
+    # every rank inspects the input together (XTC/TRR offsets scanned in parallel); the
+    # others wait for what rank 0 alone reads (an H5MD file's metadata, a manifest)
+    info = inspect_input(paths, group, input_format, comm=comm, clock=clock)
     clock.charge("t_init_traj")
     chunk_frames = info.chunk_frames if engine == "blocks" else 1
     reads_ahead = engine == "blocks" and is_parallel(comm)  # the same on every rank

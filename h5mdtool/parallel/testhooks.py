@@ -9,8 +9,9 @@ one dictionary lookup.
 Sites: ``convert-round`` (each round of collective writes), ``split-part`` (each part
 written), ``rmsd-block`` (each block of frames read and superposed, while reading; each
 block read ahead while rank 0 plans),
-``bench-setup`` (rank 0's inspection of the input in ``bench rmsd``, which the other ranks
-wait for).
+``bench-setup`` (rank 0's resolution of the analysis in ``bench rmsd``: topology, selections,
+reference; the other ranks wait, reading ahead), ``bench-inspect`` (rank 0's reading of an
+H5MD input's metadata, which the other ranks wait for).
 
 ``H5MDTOOL_TEST_MARK=DIR`` makes :func:`delay` create ``DIR/SITE-RANK`` when a site is
 reached, so a test knows a command got there (e.g. before interrupting it).

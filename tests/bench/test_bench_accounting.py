@@ -2,10 +2,12 @@
 serial part is reported apart, stragglers are judged on each rank's own I/O and compute,
 and the compute/I-O ratio on the typical (median) rank."""
 
+import os
+
 import pytest
 
 from benchcheck import every_report_adds_up  # noqa: F401 - autouse fixture
-from h5mdtool import bench_dihedrals, bench_rmsd
+from h5mdtool import bench_dihedrals, bench_rmsd, convert
 from h5mdtool.bench.runner import summarise
 from h5mdtool.bench.timing import PHASES, find_stragglers, work
 
@@ -44,6 +46,26 @@ def test_setup_delay_is_the_others_wait_and_the_serial_part(comm, adk, monkeypat
         assert record["t_wait"] >= root["t_serial"] - record["t_init_traj"] - 0.1 * setup - 0.2
     # the serial part is no one's straggling: rank 0 is judged on its own share
     assert 0 not in [entry["rank"] for entry in report["stragglers"]["ranks"]]
+
+
+@pytest.mark.mpi
+def test_wait_for_rank_0s_reading_of_h5md_metadata_is_wait(comm, shared_tmp, adk, monkeypatch):
+    """Regression: the other ranks' wait while rank 0 alone read an H5MD input's metadata was
+    charged to their init_traj as if it were their work."""
+    _needs_ranks(comm)
+    path = os.path.join(shared_tmp, "adk.h5md")
+    convert(adk[1], path, comm=comm, progress=False, compression="none")
+    inspect = 2.0
+    monkeypatch.setenv("H5MDTOOL_TEST_DELAY", f"bench-inspect:0:{inspect}")
+    comm.Barrier()
+    result = bench_rmsd(path, adk[0], comm=comm, read_ahead_mb=0)
+    if comm.rank != 0:
+        return
+    root, others = result["report"]["ranks"][0], result["report"]["ranks"][1:]
+    assert root["t_init_traj"] >= inspect  # rank 0's own work
+    for record in others:
+        assert record["t_init_traj"] < 0.25 * inspect, record
+        assert record["t_wait"] >= 0.75 * inspect, record
 
 
 @pytest.mark.mpi
