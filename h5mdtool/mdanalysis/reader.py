@@ -98,14 +98,16 @@ def _open_file(path, driver=None, comm=None):
     """
     import h5py
 
+    def open_read_only(name, **kwargs):
+        return h5py.File(name, "r", rdcc_nbytes=0, **kwargs)
+
     if driver is not None:
-        kwargs = {"driver": driver} if comm is None else {"driver": driver, "comm": comm}
-        return h5py.File(path, "r", rdcc_nbytes=0, **kwargs), None
+        return open_read_only(path, driver=driver, **({} if comm is None else {"comm": comm})), None
     if _hdf5_turns_locking_off():
-        return h5py.File(path, "r", driver="stdio", locking=False, rdcc_nbytes=0), None
+        return open_read_only(path, driver="stdio", locking=False), None
     raw = open(path, "rb", buffering=0)
     try:
-        return h5py.File(raw, "r", rdcc_nbytes=0), raw
+        return open_read_only(raw), raw
     except BaseException:
         raw.close()
         raise

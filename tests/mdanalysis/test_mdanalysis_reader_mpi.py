@@ -40,6 +40,7 @@ def test_each_rank_iterates_its_share(comm, converted, driver):
         pytest.skip("MPI-IO needs mpirun")
     kwargs = {"driver": "mpio", "comm": comm} if driver else {}
     ours = h5mda.Universe(converted, **kwargs)  # the topology stored in the file
+    assert ours.trajectory._file.id.get_access_plist().get_cache()[2] == 0  # HDF5's chunk cache off
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         theirs = mda.Universe(converted, format="H5MD")
