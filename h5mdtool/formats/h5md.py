@@ -293,9 +293,17 @@ class H5MDFormat(Format):
             pick = None  # the selection is the whole span: no copy
         self.pick = pick
         self.buffers = {}
+        self.datasets = {}  # path -> h5py Dataset, opened once (an open costs a lookup in the file)
         # even one decoding thread beats HDF5's filters, whose byte unshuffle is a plain loop
         # (docs/performance.md, bench rmsd on one core)
         self.chunks = ChunkReader(threads_per_rank(comm))
+
+    def _dataset(self, path):
+        """The h5py Dataset at *path*, opened on first use."""
+        dataset = self.datasets.get(path)
+        if dataset is None:
+            dataset = self.datasets[path] = self.handle[path]
+        return dataset
 
     def _buffer(self, dtype, count):
         """A reused (count, span, 3) array of *dtype*, grown as needed."""
@@ -324,7 +332,7 @@ class H5MDFormat(Format):
             for name in fields:
                 element = details["elements"][name]
                 element_rows = frames if element["rows"] is None else element["rows"][frames]
-                dataset = self.handle[element["path"]]
+                dataset = self._dataset(element["path"])
                 target = getattr(block, name)[rows]
                 contiguous = count == 1 or np.all(np.diff(element_rows) == 1)
                 if (contiguous and self.pick is None and element["factor"] == 1.0
@@ -376,7 +384,7 @@ class H5MDFormat(Format):
         rows = frames if box["rows"] is None else box["rows"][frames]
         wanted = rows[mask]
         if len(wanted):
-            values = self.handle[box["path"]][wanted.tolist()]
+            values = self._dataset(box["path"])[wanted.tolist()]
             edges[mask] = _edges_matrix(np.asarray(values, np.float64) * box["factor"], box["path"])
         return edges
 
@@ -386,6 +394,7 @@ class H5MDFormat(Format):
 
     def close(self):
         self.chunks.close()
+        self.datasets.clear()
         self.handle.close()
 
 
