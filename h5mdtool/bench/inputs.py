@@ -165,7 +165,7 @@ def offsets_origin(segments, parallel):
     return f"{scanned}; {cached} of {len(segments)} files from the offsets cache"
 
 
-def inspect_input(paths, group=None, format=None, comm=None, clock=None):
+def inspect_input(paths, group=None, format=None, comm=None):
     """Describe the input: an H5MD file, segments of one trajectory, or a split manifest.
 
     Every rank of *comm* calls it and gets the same :class:`InputInfo`: XTC and TRR segments
@@ -184,10 +184,6 @@ def inspect_input(paths, group=None, format=None, comm=None, clock=None):
         Read every segment as this format (``LAMMPS`` for a LAMMPS DCD), whatever its extension.
     comm : communicator, optional
         Default: this process alone.
-    clock : PhaseClock, optional
-        The calling rank's phase clock: on the ranks other than 0, the time spent receiving
-        what rank 0 alone reads (the classification of the paths, an H5MD file's metadata, a
-        manifest) is charged to ``t_wait``, the time before to ``t_init_traj``.
 
     Returns
     -------
@@ -202,11 +198,11 @@ def inspect_input(paths, group=None, format=None, comm=None, clock=None):
     """
     comm = SerialComm() if comm is None else comm
     paths = [os.fspath(p) for p in paths]
-    manifest, formats = _from_root(comm, clock, _classify, paths, group, format)
+    manifest, formats = root_call(comm, _classify, paths, group, format)
     if manifest is not None:
-        return _from_root(comm, clock, _inspect_manifest, manifest, group)
+        return root_call(comm, _inspect_manifest, manifest, group)
     if len(paths) == 1 and formats[0] == "H5MD":
-        index, layout, facts = _from_root(comm, clock, _inspect_h5md, paths[0], group)
+        index, layout, facts = root_call(comm, _inspect_h5md, paths[0], group)
         return _h5md_input(paths[0], index, layout, facts)
     index = scan(paths, group=group, format=format, comm=comm)
     with same_on_every_rank(comm):
@@ -217,17 +213,6 @@ def inspect_input(paths, group=None, format=None, comm=None, clock=None):
     return InputInfo(kind="shared", path=os.path.abspath(paths[0]), format=",".join(index.formats),
                      n_frames=n_frames, n_atoms=index.n_atoms, files=[_stat(p) for p in paths],
                      layout=layout, h5md_group=group, index=index)
-
-
-def _from_root(comm, clock, function, *args):
-    """``root_call(comm, function, *args)``; on a rank other than 0, with a *clock*, the call
-    (waiting for rank 0) charged to ``t_wait`` and the time before it to ``t_init_traj``."""
-    if clock is None or comm.rank == 0:
-        return root_call(comm, function, *args)
-    clock.charge("t_init_traj")
-    value = root_call(comm, function, *args)
-    clock.charge("t_wait")
-    return value
 
 
 def _classify(paths, group, format):
@@ -301,7 +286,7 @@ def _inspect_h5md(path, group):
     from ..check.lint import dataset_filters, filters_phrase
     from ..formats.base import file_stat
 
-    delay("bench-inspect", 0)
+    delay("inspect", 0)
     file_stat(path)
     try:
         handle = h5py.File(path, "r")

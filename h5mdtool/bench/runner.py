@@ -29,7 +29,9 @@ import numpy as np
 
 from ..h5md.topology import resolve_topology
 from ..parallel.errors import UsageError, mark_collective
-from ..parallel.mpi import abort_unless_collective, agree, capture_errors, entry_point, is_parallel, root_call
+from ..parallel.mpi import (
+    abort_unless_collective, agree, capture_errors, entry_point, is_parallel, root_call, timed_root_waits,
+)
 from ..parallel.partition import partition_frames
 from ..parallel.progress import BAR, JobShare, progress_bar, progress_mode
 from ..parallel.testhooks import delay
@@ -162,9 +164,10 @@ def _run_once(paths, topology, options, group, block_frames, compute_load, engin
     if comm.rank != 0:  # while rank 0 resolves the analysis: their first read need not import them
         load_decoders(paths, input_format)
         clock.charge("t_init_traj")
-    # every rank inspects the input together (XTC/TRR offsets scanned in parallel); the
-    # others wait for what rank 0 alone reads (an H5MD file's metadata, a manifest)
-    info = inspect_input(paths, group, input_format, comm=comm, clock=clock)
+    # every rank inspects the input together (XTC/TRR offsets scanned in parallel); what
+    # rank 0 alone reads (an H5MD file's metadata, a manifest, a DCD), the others wait for
+    with timed_root_waits(lambda: clock.charge("t_init_traj"), lambda: clock.charge("t_wait")):
+        info = inspect_input(paths, group, input_format, comm=comm)
     clock.charge("t_init_traj")
     chunk_frames = info.chunk_frames if engine == "blocks" else 1
     reads_ahead = engine == "blocks" and is_parallel(comm)  # the same on every rank

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..parallel.errors import InputError, OverlapError, UsageError
 from ..parallel.mpi import SerialComm, is_parallel, root_call, same_on_every_rank
+from ..parallel.testhooks import delay
 from .base import ANGSTROM_PER_NM, ATOM_FIELDS, FIELDS, FrameBlock, unwrap_steps, with_stored_steps
 from .registry import REGISTRY, detect_format
 from .xdrscan import scan_walked
@@ -58,6 +59,7 @@ def scan_segment(path, format=None, on_truncated="error", group=None, near_step=
 
 
 def _scan_file(cls, path, on_truncated, group, handle=None):
+    delay("inspect", 0)
     if cls.name == "H5MD":
         return cls.scan(path, on_truncated=on_truncated, group=group, handle=handle)
     return cls.scan(path, on_truncated=on_truncated)

@@ -14,6 +14,7 @@ is left waiting in a collective call.
 """
 
 import contextlib
+import contextvars
 import functools
 import itertools
 import os
@@ -172,11 +173,29 @@ def chunk_aligned_slices(n_items, chunk, n_parts, weights=None):
     return [(min(a * chunk, n_items), min(b * chunk, n_items)) for a, b in bounds]
 
 
+#: (before, after) callables a rank other than 0 calls around its wait in :func:`root_call`
+#: (:func:`timed_root_waits`), or None.
+_ROOT_WAITS = contextvars.ContextVar("h5mdtool_root_waits", default=None)
+
+
+@contextlib.contextmanager
+def timed_root_waits(before, after):
+    """In the block, a rank other than 0 calls *before()* as it enters :func:`root_call` and
+    *after()* once it has rank 0's result: a caller timing phases charges the time until
+    then to its own work and the wait for rank 0 apart (``bench rmsd``: ``t_wait``)."""
+    token = _ROOT_WAITS.set((before, after))
+    try:
+        yield
+    finally:
+        _ROOT_WAITS.reset(token)
+
+
 def root_call(comm, function, *args, **kwargs):
     """Run *function* on rank 0 only and broadcast its result to every rank.
 
     If it raises an :class:`H5mdToolError`, every rank raises that error, flagged collective,
-    so the job ends on all ranks with the same message and no abort.
+    so the job ends on all ranks with the same message and no abort. Inside
+    :func:`timed_root_waits`, the other ranks' wait is timed apart.
     """
     outcome = None
     if comm.rank == 0:
@@ -187,7 +206,12 @@ def root_call(comm, function, *args, **kwargs):
                 raise
             outcome = ("error", error)
     if is_parallel(comm):
+        waits = _ROOT_WAITS.get() if comm.rank != 0 else None
+        if waits is not None:
+            waits[0]()
         outcome = comm.bcast(outcome, root=0)
+        if waits is not None:
+            waits[1]()
     kind, value = outcome
     if kind == "error":
         raise mark_collective(value)

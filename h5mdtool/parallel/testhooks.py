@@ -10,8 +10,9 @@ Sites: ``convert-round`` (each round of collective writes), ``split-part`` (each
 written), ``rmsd-block`` (each block of frames read and superposed, while reading; each
 block read ahead while rank 0 plans),
 ``bench-setup`` (rank 0's resolution of the analysis in ``bench rmsd``: topology, selections,
-reference; the other ranks wait, reading ahead), ``bench-inspect`` (rank 0's reading of an
-H5MD input's metadata, which the other ranks wait for).
+reference; the other ranks wait, reading ahead), ``inspect`` (rank 0's reading of an input's
+metadata, which the other ranks wait for: an H5MD file's, a file of a format rank 0 scans
+alone).
 
 ``H5MDTOOL_TEST_MARK=DIR`` makes :func:`delay` create ``DIR/SITE-RANK`` when a site is
 reached, so a test knows a command got there (e.g. before interrupting it).

@@ -49,14 +49,18 @@ def test_setup_delay_is_the_others_wait_and_the_serial_part(comm, adk, monkeypat
 
 
 @pytest.mark.mpi
-def test_wait_for_rank_0s_reading_of_h5md_metadata_is_wait(comm, shared_tmp, adk, monkeypatch):
-    """Regression: the other ranks' wait while rank 0 alone read an H5MD input's metadata was
-    charged to their init_traj as if it were their work."""
+@pytest.mark.parametrize("kind", ["H5MD", "DCD"])
+def test_wait_for_rank_0s_reading_of_metadata_is_wait(comm, shared_tmp, adk, monkeypatch, kind):
+    """Regression: the other ranks' wait while rank 0 alone read the input's metadata (an
+    H5MD file's; a DCD, which rank 0 scans alone) was charged to their init_traj as if it
+    were their work."""
     _needs_ranks(comm)
-    path = os.path.join(shared_tmp, "adk.h5md")
-    convert(adk[1], path, comm=comm, progress=False, compression="none")
+    path = adk[1]
+    if kind == "H5MD":
+        path = os.path.join(shared_tmp, "adk.h5md")
+        convert(adk[1], path, comm=comm, progress=False, compression="none")
     inspect = 2.0
-    monkeypatch.setenv("H5MDTOOL_TEST_DELAY", f"bench-inspect:0:{inspect}")
+    monkeypatch.setenv("H5MDTOOL_TEST_DELAY", f"inspect:0:{inspect}")
     comm.Barrier()
     result = bench_rmsd(path, adk[0], comm=comm, read_ahead_mb=0)
     if comm.rank != 0:
