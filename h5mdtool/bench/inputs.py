@@ -18,7 +18,6 @@ from ..formats import TrajectoryIndex, detect_format, scan, scan_segment
 from ..formats.base import hdf5_open_error
 from ..parallel.errors import InputError, UsageError, mark_collective
 from ..parallel.mpi import SerialComm, is_parallel, root_call, same_on_every_rank
-from ..parallel.testhooks import delay
 from ..subfiles.manifest import MANIFEST_NAME, is_manifest
 from .frames import (
     ManifestFrames, MDAnalysisFrames, Piece, TrajectoryFrames, checked_manifest, checked_part_scans, position_frames,
@@ -286,7 +285,6 @@ def _inspect_h5md(path, group):
     from ..check.lint import dataset_filters, filters_phrase
     from ..formats.base import file_stat
 
-    delay("inspect", 0)
     file_stat(path)
     try:
         handle = h5py.File(path, "r")
