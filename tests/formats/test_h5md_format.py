@@ -24,13 +24,8 @@ def adk_h5md(tmp_path_factory, adk_segments):
     return paths
 
 
-@contextlib.contextmanager
 def _opened(segment):
-    reader = H5MDFormat(segment)
-    try:
-        yield reader
-    finally:
-        reader.close()
+    return contextlib.closing(H5MDFormat(segment))
 
 
 def _chunk_cache_bytes(reader):
