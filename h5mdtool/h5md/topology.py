@@ -6,21 +6,24 @@ parameters of VMD's H5MD plugin, VMD-h5mdplugin, as its "Documentation VMD param
 reader lay them out; docs/convert.md, "The stored topology", lists what was checked):
 
 ``/particles/trajectory``
-    ``species`` (int32 per atom: index of the atom's (name, type) kind), ``mass`` and
+    ``species`` (int32 per atom: index of the atom's (name, type, element) kind), ``mass`` and
     ``charge`` (per atom, when the topology has them; the plugin reads them here), ``id``
     (int64 per atom: the atom's index in the source system, so a ``--select``ed file says
     which atoms it kept).
 ``/connectivity/bonds``
     (n, 2) int64 bonds between atoms of the file (0-based), renumbered for a selection.
 ``/parameters/vmd_structure``
-    ``indexOfSpecies``, ``name`` and ``type`` per species; ``resid`` per atom (the residue's
+    ``indexOfSpecies``, ``name`` and ``type`` per species, and ``atomicnumber`` when the
+    topology has elements (without it the plugin takes each species number for an atomic
+    number); ``resid`` per atom (the residue's
     index: the plugin looks ``resname`` and ``chain`` up by it), ``resname`` and ``chain`` per
     residue, ``segid`` per atom, ``bond_from``/``bond_to`` (1-based, as VMD's molfile API
-    counts); for h5mdtool to read back, also ``num_segid`` (each atom's segment index) and
-    ``resnum`` (the topology's own residue numbers).
+    counts); for h5mdtool to read back, also ``num_segid`` (each atom's segment index),
+    ``resnum`` (the topology's own residue numbers) and ``element`` per species (the
+    topology's element symbols, which atomic numbers do not keep: ``""``, dummies).
 
 :func:`load_topology` reads such a file back into an MDAnalysis Universe (names, types,
-residues, segments, masses, charges, bonds), so ``bench rmsd`` and ``validate`` need no
+residues, segments, chain IDs, elements, masses, charges, bonds), so ``bench rmsd`` and ``validate`` need no
 separate topology and ``h5mdtool topology`` can write one for other programs.
 """
 
@@ -220,6 +223,34 @@ def _strings(values):
     return np.array(encoded, dtype=f"S{max([1] + [len(v) for v in encoded])}")
 
 
+def _element_tables():
+    """MDAnalysis's (symbol -> atomic number, atomic number -> symbol) tables."""
+    try:
+        from MDAnalysis.guesser.tables import SYMB2Z, Z2SYMB
+    except ImportError:  # MDAnalysis before 2.8
+        from MDAnalysis.topology.tables import SYMB2Z, Z2SYMB
+    return SYMB2Z, Z2SYMB
+
+
+def atomic_numbers(symbols):
+    """The atomic number of each element symbol (``"C"``, ``"CL"``, ``"Cl"``), 0 where it
+    names no element (``""``, a dummy atom): VMD's ``atomicnumber``, 0 being its "X"."""
+    by_symbol = _element_tables()[0]
+    return np.array([by_symbol.get(str(symbol).strip().capitalize(), 0) for symbol in symbols], np.int32)
+
+
+def stored_elements(record):
+    """Each atom's element of a :func:`read_stored_topology` *record* (an object array), or
+    None when the file stores none: the symbols h5mdtool stored, else the symbols of the
+    atomic numbers another writer stored (``""`` for 0 and numbers of no element)."""
+    if "elements" in record:
+        return np.asarray(record["elements"]).astype(object)
+    if "atomic_numbers" in record:
+        by_number = _element_tables()[1]
+        return np.array([by_number.get(int(number), "") for number in record["atomic_numbers"]], dtype=object)
+    return None
+
+
 def _attribute(atoms, name):
     try:
         return getattr(atoms, name)
@@ -235,7 +266,9 @@ def topology_record(universe, atom_indices=None):
     names = np.array(["X"] * n) if names is None else np.asarray(names).astype(str)
     types = _attribute(atoms, "types")
     types = names if types is None else np.asarray(types).astype(str)
-    kinds, species = np.unique(np.stack([names, types], axis=1), axis=0, return_inverse=True)
+    elements = _attribute(atoms, "elements")
+    columns = [names, types] + ([] if elements is None else [np.asarray(elements).astype(str)])
+    kinds, species = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
     residues = atoms.residues
     resindex = np.searchsorted(residues.resindices, atoms.resindices)
     segments = atoms.segments
@@ -255,6 +288,8 @@ def topology_record(universe, atom_indices=None):
                              else ["SYSTEM"] * len(segments)).astype(str),
         "segindex": segindex.astype(np.int32),
     }
+    if elements is not None:
+        record["kind_elements"] = kinds[:, 2]
     chains = _attribute(atoms, "chainIDs")
     if chains is not None:
         first = np.unique(resindex, return_index=True)[1]
@@ -311,6 +346,9 @@ def write_topology(path, universe, atom_indices=None, topology_path=None):
         vmd["num_segid"] = record["segindex"]
         if "chains" in record:
             vmd["chain"] = _strings(record["chains"])
+        if "kind_elements" in record:
+            vmd["atomicnumber"] = atomic_numbers(record["kind_elements"])
+            vmd["element"] = _strings(record["kind_elements"])
         vmd.attrs["source"] = printable(str(topology_path or ""))
         bonds = record.get("bonds")
         if bonds is not None:
@@ -343,7 +381,10 @@ def read_stored_topology(path, handle=None):
         ``names``, ``types`` (per atom), ``resindex`` (per atom), ``resnames``, ``resnums``
         (per residue), ``segids`` (per segment), ``segindex`` (per atom), and where stored
         ``masses``, ``charges`` (per atom), ``bonds`` ((n, 2) 0-based), ``source_ids``
-        (per atom: index in the source system), ``source`` (the topology file's name).
+        (per atom: index in the source system), ``source`` (the topology file's name),
+        ``chains`` (per residue), ``elements`` (per atom: the symbols h5mdtool stores) or
+        else ``atomic_numbers`` (per atom: VMD's ``atomicnumber``, as other writers store
+        it; :func:`stored_elements` gives symbols either way).
 
     Raises
     ------
@@ -366,6 +407,13 @@ def read_stored_topology(path, handle=None):
                 "source": printable(str(vmd.attrs.get("source", ""))) or None,
             }
             record["segids"], record["segindex"] = _segments(vmd, len(species))
+            if "chain" in vmd and len(vmd["chain"]) == len(resnames):
+                record["chains"] = vmd["chain"][()].astype(str)
+            kinds = len(vmd["name"])
+            if "element" in vmd and len(vmd["element"]) == kinds:
+                record["elements"] = vmd["element"][()].astype(str)[species]
+            elif "atomicnumber" in vmd and vmd["atomicnumber"].shape in ((kinds,), (kinds, 1)):
+                record["atomic_numbers"] = np.asarray(vmd["atomicnumber"][()], np.int64).reshape(-1)[species]
             for key, name in (("masses", "mass"), ("charges", "charge"), ("source_ids", "id")):
                 if name in group:
                     record[key] = group[name][()]
@@ -442,6 +490,11 @@ def universe_from_record(record):
             universe.add_TopologyAttr("masses", record["masses"])
         if "charges" in record:
             universe.add_TopologyAttr("charges", record["charges"])
+        if "chains" in record:
+            universe.add_TopologyAttr("chainIDs", np.asarray(record["chains"])[record["resindex"]])
+        elements = stored_elements(record)
+        if elements is not None:
+            universe.add_TopologyAttr("elements", elements)
         bonds = record.get("bonds")
         if bonds is not None and len(bonds):
             universe.add_TopologyAttr("bonds", [tuple(pair) for pair in bonds])

@@ -2,9 +2,9 @@
 
 ``h5mdtool convert --topology`` stores the topology in the file (the particle group's
 ``species``, ``mass``, ``charge`` and ``id``, ``/connectivity/bonds`` and H5MD's VMD
-structure module ``/parameters/vmd_structure``; see :mod:`h5mdtool.topology`). This parser
-reads it back: atom names, types, ids, masses, charges, residues (names and numbers),
-segments and bonds. A file without it gives what MDAnalysis gives for an H5MD file alone
+structure module ``/parameters/vmd_structure``; see :mod:`h5mdtool.h5md.topology`). This parser
+reads it back: atom names, types, ids, elements, masses, charges, residues (names and
+numbers), chain IDs, segments and bonds. A file without it gives what MDAnalysis gives for an H5MD file alone
 (atoms without names, one residue, one segment), plus what the particle group holds on its
 own: ``mass`` and ``charge`` per atom, and ``species`` numbers as atom types.
 """
@@ -12,11 +12,11 @@ own: ``mass`` and ``charge`` per atom, and ``species`` numbers as atom types.
 import numpy as np
 from MDAnalysis.core.topology import Topology
 from MDAnalysis.core.topologyattrs import (
-    Atomids, Atomnames, Atomtypes, Bonds, Charges, Masses, Resids, Resnames, Resnums, Segids
+    Atomids, Atomnames, Atomtypes, Bonds, ChainIDs, Charges, Elements, Masses, Resids, Resnames, Resnums, Segids
 )
 from MDAnalysis.topology.base import TopologyReaderBase
 
-from ..h5md.topology import PARTICLES, VMD, read_stored_topology, residue_segments
+from ..h5md.topology import PARTICLES, VMD, read_stored_topology, residue_segments, stored_elements
 from .reader import H5MDToolReader, opened
 
 
@@ -96,6 +96,11 @@ class H5MDParser(TopologyReaderBase):
             attrs.append(Masses(np.asarray(record["masses"], np.float64)))
         if "charges" in record:
             attrs.append(Charges(np.asarray(record["charges"], np.float64)))
+        if "chains" in record:
+            attrs.append(ChainIDs(np.asarray(record["chains"]).astype(object)[np.asarray(record["resindex"])]))
+        elements = stored_elements(record)
+        if elements is not None:
+            attrs.append(Elements(elements))
         bonds = record.get("bonds")
         if bonds is not None and len(bonds):
             attrs.append(Bonds([tuple(pair) for pair in bonds.tolist()]))

@@ -72,6 +72,19 @@ def test_topology_command_writes_a_topology_matching_the_file(tmp_path, fmt):
         assert len(universe.bonds) == len(reference.bonds.atomgroup_intersection(reference, strict=True))
 
 
+def test_topology_command_writes_the_elements_and_chains_into_a_pdb(tmp_path):
+    top, traj, select = _files("tpr-protein")
+    h5md = str(tmp_path / "protein.h5md")
+    convert(traj, h5md, topology=top, select=select, progress=False)
+    out = str(tmp_path / "protein.pdb")
+    done = run_h5mdtool(["topology", h5md, "-o", out])
+    assert done.returncode == 0, done.stderr
+    reference = mda.Universe(top).select_atoms(select)
+    universe = mda.Universe(out)
+    np.testing.assert_array_equal(universe.atoms.elements, reference.elements)
+    np.testing.assert_array_equal(universe.atoms.chainIDs, reference.chainIDs)
+
+
 def test_select_on_a_self_contained_file_needs_no_topology_and_keeps_source_ids(tmp_path):
     top, traj, _ = _files("psf-all")
     whole = str(tmp_path / "whole.h5md")

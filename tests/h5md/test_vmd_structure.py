@@ -12,7 +12,9 @@ result is compared with MDAnalysis reading the source topology:
   (1 character);
 - ``segid`` per atom (the plugin copies 4 characters);
 - ``mass`` and ``charge`` per atom from ``/particles/<group>``;
-- ``bond_from``/``bond_to``: 1-based atom numbers, VMD's molfile convention.
+- ``bond_from``/``bond_to``: 1-based atom numbers, VMD's molfile convention;
+- ``atomicnumber`` per species, where the topology has elements (without it, the plugin
+  takes the species number for the atomic number).
 """
 
 import h5py
@@ -21,7 +23,7 @@ import numpy as np
 import pytest
 
 from h5mdtool import convert
-from h5mdtool.h5md.topology import load_topology
+from h5mdtool.h5md.topology import atomic_numbers, load_topology
 
 VMD = "parameters/vmd_structure"
 PARTICLES = "particles/trajectory"
@@ -54,6 +56,8 @@ def plugin_view(path):
         }
         if "chain" in vmd:
             view["chain"] = vmd["chain"][()][resid].astype("U1")
+        # absent: the plugin takes each atom's species number for its atomic number
+        view["atomicnumber"] = vmd["atomicnumber"][()][row] if "atomicnumber" in vmd else species % 112
         return view
 
 
@@ -93,6 +97,43 @@ def test_what_the_plugin_reads_is_the_topology(tmp_path, adk, two_segment_pdb, s
     assert view["bonds"] == {(a + 1, b + 1) for a, b in atoms.bonds.indices} if len(atoms.bonds) else True
     with h5py.File(output, "r") as f:  # no per-atom arrays where a reader expects per-species ones
         assert "mass" not in f[VMD] and "charge" not in f[VMD]
+
+
+def test_the_plugin_reads_the_elements_of_a_tpr(tmp_path):
+    """Elements as atomic numbers per species; "" (virtual sites) as 0, VMD's "X"."""
+    from MDAnalysisTests.datafiles import TPR_xvf, TRR_xvf
+
+    output = str(tmp_path / "xvf.h5md")
+    convert(TRR_xvf, output, topology=TPR_xvf, progress=False)
+    atoms = mda.Universe(TPR_xvf).atoms
+    view = plugin_view(output)
+    by_symbol = {"": 0, "H": 1, "C": 6, "N": 7, "O": 8, "Na": 11, "S": 16, "Cl": 17}
+    assert set(atoms.elements) <= set(by_symbol)
+    np.testing.assert_array_equal(view["atomicnumber"], [by_symbol[element] for element in atoms.elements])
+    np.testing.assert_array_equal(view["name"], atoms.names)
+
+
+def test_without_elements_no_atomic_numbers_are_stored(tmp_path, adk):
+    output = str(tmp_path / "adk.h5md")
+    convert(adk[1], output, topology=adk[0], progress=False)  # a PSF: no elements
+    with h5py.File(output, "r") as f:
+        assert "atomicnumber" not in f[VMD] and "element" not in f[VMD]
+    assert not hasattr(load_topology(output).atoms, "elements")
+
+
+def test_elements_of_another_writers_atomic_numbers(tmp_path):
+    """A file with VMD's ``atomicnumber`` per species and no ``element`` symbols (what other
+    writers store): each number's symbol, "" for 0."""
+    from MDAnalysisTests.datafiles import TPR_xvf, TRR_xvf
+
+    output = str(tmp_path / "xvf.h5md")
+    convert(TRR_xvf, output, topology=TPR_xvf, progress=False)
+    with h5py.File(output, "r+") as f:
+        del f[VMD]["element"]
+    universe = load_topology(output)
+    np.testing.assert_array_equal(universe.atoms.elements, mda.Universe(TPR_xvf).atoms.elements)
+    universe.trajectory.close()
+    assert atomic_numbers(["C", "CL", "cl", "Cl", "", "X", "DUMMY"]).tolist() == [6, 17, 17, 17, 0, 0, 0]
 
 
 def test_h5mdtool_reads_segments_of_every_layout(tmp_path, adk, two_segment_pdb):

@@ -529,7 +529,7 @@ def _assert_same_topology(ours, theirs):
     assert ours.atoms.n_atoms == theirs.atoms.n_atoms
     for attribute in ("names", "types", "resnames", "resids", "segids"):
         assert_array_equal(getattr(ours.atoms, attribute), getattr(theirs.atoms, attribute), err_msg=attribute)
-    for attribute in ("masses", "charges"):
+    for attribute in ("masses", "charges", "elements", "chainIDs"):
         if hasattr(theirs.atoms, attribute):
             assert_array_equal(getattr(ours.atoms, attribute), getattr(theirs.atoms, attribute), err_msg=attribute)
     assert len(ours.residues) == len(theirs.residues) and len(ours.segments) == len(theirs.segments)
@@ -544,6 +544,19 @@ def test_stored_topology_equals_the_psf_it_came_from(files, adk):
     _assert_same_topology(mda.Universe(path), theirs)  # the parser is registered for .h5md files
     _assert_same_topology(h5mda.Universe(path), theirs)
     assert h5mda.Universe(path).select_atoms("name CA").n_atoms == theirs.select_atoms("name CA").n_atoms
+
+
+def test_stored_topology_equals_the_tpr_it_came_from(files):
+    """With its elements (two-letter symbols; ``""`` for the water model's virtual sites) and
+    chain IDs, which only a TPR or PDB gives."""
+    from MDAnalysisTests.datafiles import TPR_xvf, TRR_xvf
+
+    path = _converted(files, TRR_xvf, "with-tpr", {}, topology=TPR_xvf)
+    theirs = _quiet_universe(TPR_xvf)
+    assert {"", "Cl", "Na"} <= set(theirs.atoms.elements) and len(set(theirs.atoms.chainIDs)) > 1
+    for ours in (mda.Universe(path), h5mda.Universe(path)):
+        _assert_same_topology(ours, theirs)
+        assert ours.select_atoms("element Na").n_atoms == theirs.select_atoms("element Na").n_atoms > 0
 
 
 def test_stored_topology_equals_the_gro_it_came_from_for_a_selection(files, solvated):
