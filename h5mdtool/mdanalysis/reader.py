@@ -407,6 +407,13 @@ class H5MDToolReader(base.ReaderBase):
         return self._n_frames
 
     @property
+    def chunk_frames(self):
+        """Frames per storage chunk of the positions (1 when stored contiguously): reading a
+        frame decodes its whole chunk, so :class:`~h5mdtool.mdanalysis.MPIBackend` gives each
+        rank whole chunks."""
+        return self._chunk_frames
+
+    @property
     def has_positions(self):
         """True when the file holds positions (``ts.has_positions`` says it per frame)."""
         return "positions" in self._elements

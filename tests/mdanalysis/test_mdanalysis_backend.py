@@ -18,6 +18,7 @@ from MDAnalysis.analysis.rms import RMSD, RMSF
 
 from h5mdtool import convert
 from h5mdtool.parallel.errors import RemoteRankError
+from h5mdtool import mdanalysis as h5mda
 from h5mdtool.mdanalysis import MPIBackend
 from h5mdtool.mdanalysis.backend import reader_chunk_frames
 
@@ -130,6 +131,19 @@ def test_blocks_follow_the_chunks_of_mdanalysis_h5md_reader(comm, adk, chunked_h
     selected = np.arange(0, 98, 2)
     for edge in np.cumsum(partition["frames_per_rank"])[:-1]:  # no chunk is read by two ranks
         assert edge in (0, len(selected)) or selected[edge] // 7 != selected[edge - 1] // 7
+
+def test_blocks_follow_the_chunks_of_h5mdtools_reader(comm, adk, chunked_h5md, universe):
+    ours = h5mda.Universe(chunked_h5md)
+    assert ours.trajectory.chunk_frames == 7 and reader_chunk_frames(ours.trajectory) == 7
+    serial = RMSD(universe, select="name CA").run(step=3)
+    run, backend = parallel(RMSD(ours, select="name CA"), comm, step=3)
+    np.testing.assert_allclose(run.results.rmsd[:, 2], serial.results.rmsd[:, 2], atol=1e-4)
+    partition = backend.last_run["partition"]
+    assert partition["scheme"] == "chunks" and partition["units"] == 14
+    selected = np.arange(0, 98, 3)
+    for edge in np.cumsum(partition["frames_per_rank"])[:-1]:  # no chunk is read by two ranks
+        assert edge in (0, len(selected)) or selected[edge] // 7 != selected[edge - 1] // 7
+
 
 def test_reader_chunk_frames_attribute_and_explicit_chunks(comm, universe):
     frames = np.arange(98)

@@ -64,7 +64,7 @@ def test_ranks_read_bench_partition_shares_with_timeseries(comm, converted):
     import h5mdtool.mdanalysis as h5mda
 
     ours = h5mda.Universe(converted)
-    partition = partition_frames(np.arange(98), comm.size, ours.trajectory._chunk_frames)
+    partition = partition_frames(np.arange(98), comm.size, ours.trajectory.chunk_frames)
     start, stop = partition.bounds[comm.rank]
     atoms = ours.select_atoms("name CA")
     mine = ours.trajectory.timeseries(atoms, start=start, stop=stop)
