@@ -102,11 +102,16 @@ def resolve_topology(inputs, topology=None):
     ------
     UsageError
         No *topology* and the input is not one H5MD file carrying its topology.
+    InputError
+        No *topology* and an input is missing (a mistyped name is not a missing topology).
     """
     if topology is not None:
         return topology, (f"stored in {topology}" if carries_topology(topology) else "file")
     if len(inputs) == 1 and os.path.isfile(inputs[0]) and carries_topology(inputs[0]):
         return inputs[0], f"stored in {inputs[0]}"
+    for path in inputs:
+        if not os.path.lexists(path):
+            raise InputError(f"{path}: no such file")
     raise UsageError("--topology FILE is needed: the input carries no topology "
                      "(h5mdtool convert --topology stores one in an H5MD file)")
 

@@ -63,6 +63,15 @@ def test_bench_rmsd_cli_without_topology(stored):
     assert "--topology FILE is needed" in refused.output and "Traceback" not in refused.output
 
 
+@pytest.mark.parametrize("command", ["rmsd", "dihedrals"])
+def test_bench_without_topology_on_a_missing_input_says_it_is_missing(tmp_path, command):
+    """A mistyped input name is reported as missing (exit 1), not as a missing topology."""
+    missing = str(tmp_path / "mistyped.h5md")
+    done = CliRunner().invoke(cli, ["bench", command, missing])
+    assert done.exit_code == 1, done.output
+    assert f"{missing}: no such file" in done.output and "--topology" not in done.output
+
+
 def test_convert_select_of_an_h5md_input_uses_its_stored_topology(stored, tmp_path, adk):
     output = str(tmp_path / "ca.h5md")
     done = CliRunner().invoke(cli, ["convert", stored[0], "-s", "name CA", "-o", output, "--no-progress"])
