@@ -35,11 +35,33 @@ def reason(error):
 
 
 def hdf5_open_error(path, error):
-    """An :class:`InputError` for an HDF5 file h5py could not open, saying why in user terms."""
+    """An :class:`InputError` for an HDF5 file h5py could not open, saying why in user terms:
+    a missing file, a directory, a file that is not HDF5 at all (HDF5 itself says only
+    "unable to open file" of those with some drivers), a lock."""
     text = reason(error)
     if "unable to lock file" in text.lower():
         return InputError(locked_file_message(path))
+    if isinstance(path, (str, bytes, os.PathLike)):
+        if not os.path.lexists(path):
+            return InputError(f"{path}: no such file")
+        if os.path.isdir(path):
+            return InputError(f"{path}: a directory, not an H5MD file")
+        if _not_hdf5(path):
+            return InputError(f"{path}: not a readable H5MD file (not an HDF5 file; 'h5mdtool convert' "
+                              "makes one of any trajectory it reads)")
     return InputError(f"{path}: not a readable H5MD file ({text})")
+
+
+def _not_hdf5(path):
+    """True when *path* can be read and holds no HDF5 signature where HDF5 looks for one."""
+    import h5py
+
+    try:
+        with open(path, "rb"):
+            pass
+        return not h5py.is_hdf5(path)
+    except (OSError, ValueError):
+        return False
 
 
 class LibraryName:

@@ -123,8 +123,19 @@ def _hdf5_turns_locking_off():
 
 @contextlib.contextmanager
 def opened(path):
-    """``with opened(path) as handle``: :func:`_open_file`, both closed at the end."""
-    handle, raw = _open_file(path)
+    """``with opened(path) as handle``: :func:`_open_file`, both closed at the end.
+
+    Raises
+    ------
+    h5mdtool.parallel.errors.InputError
+        If *path* is missing or not an HDF5 file h5py opens.
+    """
+    from ..formats.base import hdf5_open_error
+
+    try:
+        handle, raw = _open_file(path)
+    except (OSError, ValueError) as error:
+        raise hdf5_open_error(path, error) from None
     try:
         yield handle
     finally:

@@ -568,6 +568,18 @@ def test_stored_topology_equals_the_gro_it_came_from_for_a_selection(files, solv
         assert_array_equal(getattr(ours.atoms, attribute), getattr(theirs, attribute), err_msg=attribute)
 
 
+def test_a_missing_or_foreign_file_is_named_with_what_is_wrong(tmp_path, adk):
+    """The parser (topology from the file) and the reader (with a topology file) say the same."""
+    (tmp_path / "folder.h5md").mkdir()
+    cases = {str(tmp_path / "missing.h5md"): "missing.h5md: no such file",
+             adk[1]: "not a readable H5MD file \\(not an HDF5 file",
+             str(tmp_path / "folder.h5md"): "folder.h5md: a directory"}
+    for path, message in cases.items():
+        for arguments in ((path,), (path, adk[0])):
+            with pytest.raises(h5mdtool.InputError, match=message):
+                h5mda.Universe(*arguments)
+
+
 def test_file_without_topology_gives_unnamed_atoms(adk_layouts):
     ours = h5mda.Universe(adk_layouts["plain"])
     assert ours.atoms.n_atoms == 3341 and len(ours.residues) == 1
