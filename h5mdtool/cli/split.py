@@ -19,7 +19,8 @@ H5MD_PART_PARAMETERS = ("chunk_frames", "precision", "velocity_precision", "forc
 
 
 def resolve_format_names(part_format, input_format, old_input_format):
-    """The parts' and the input's format from --output-format, --format and the older spellings.
+    """The parts' (None: the library's default) and the input's format from --output-format,
+    --format and the older spellings.
 
     ``--format`` names the input format, as in every command; it used to name the parts'
     format (``same`` or ``h5md``) and ``--input-format`` the input's. Scripts written so
@@ -38,14 +39,14 @@ def resolve_format_names(part_format, input_format, old_input_format):
         input_format = old_input_format
     if input_format is not None and input_format.lower() == "same":
         raise UsageError("--format names the input format; 'same' is a format of the parts: --output-format same")
-    return part_format or "same", input_format
+    return part_format, input_format
 
 
 @click.command("split")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
 @click.option("--nparts", type=click.IntRange(min=1), required=True, help="Number of parts (balanced: sizes differ by at most one frame). Independent of the number of ranks; at most the number of frames split. Long form only: -n is the index file, as in gmx.")
 @click.option("--output", "-o", required=True, metavar="DIR", help="Directory for the parts and manifest.json: created when missing, filled when empty (it keeps its permissions, group and Lustre striping), refused when not empty unless --force.")
-@click.option("--output-format", "part_format", type=click.Choice(["same", "h5md"]), default=None, help="Format of the parts. same: the input's format, frames copied byte for byte (XTC, TRR, DCD); h5md: H5MD parts, shaped by the options below. Default: same.")
+@click.option("--output-format", "part_format", type=click.Choice(["same", "h5md"]), default=None, help="Format of the parts. same: the input's format, frames copied byte for byte (XTC, TRR, DCD); h5md: H5MD parts, shaped by the options below. Default: same for XTC, TRR or DCD inputs of one format, h5md for any other input (H5MD, NetCDF, TNG..., mixed formats).")
 @frame_options
 @time_options
 @atom_options

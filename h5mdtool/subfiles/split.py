@@ -47,6 +47,8 @@ from .manifest import MANIFEST_KIND, MANIFEST_NAME, checksum_text, file_checksum
 #: time, and the manifest lists what was dropped; 3: parts carry a checksum of their bytes).
 MANIFEST_VERSION = 3
 FORMATS = ("same", "h5md")
+#: Input formats whose frames ``format="same"`` copies byte for byte.
+COPIED_FORMATS = frozenset({"XTC", "TRR", "DCD"})
 EXTENSIONS = {"XTC": ".xtc", "TRR": ".trr", "DCD": ".dcd", "H5MD": ".h5md"}
 COPY_BUFFER = 16 * 1024**2
 
@@ -229,21 +231,27 @@ def _check_request(inputs, outdir, nparts, *, part_format, input_format, force, 
 
     Returns
     -------
-    (Layout or None, bool)
-        The parts' layout (None for ``format="same"``), and whether the output existed.
+    (Layout or None, bool, str)
+        The parts' layout (None for ``format="same"``), whether the output existed, and the
+        parts' format (*part_format*, or for None the default: ``same`` where the inputs'
+        frames can be copied, ``h5md`` otherwise).
     """
     check_one_selection(**selection)
+    formats = None
+    if part_format is None:
+        formats = {detect_format(path, input_format) for path in inputs}
+        part_format = "same" if len(formats) == 1 and formats <= COPIED_FORMATS else "h5md"
     layout = _checked_layout(part_format, nparts, options)
     _check_directory_name(outdir)
     output_existed = check_output_directory(outdir, inputs, force)
     if part_format == "same":
-        formats = {detect_format(path, input_format) for path in inputs}
+        formats = formats or {detect_format(path, input_format) for path in inputs}
         if len(formats) > 1:
             raise InputError("--output-format same needs inputs of one format; use --output-format h5md to mix them")
-        if not formats <= {"XTC", "TRR", "DCD"}:
+        if not formats <= COPIED_FORMATS:
             raise InputError(f"--output-format same copies XTC, TRR or DCD frames; for {', '.join(sorted(formats))} "
                              "input use --output-format h5md")
-    return layout, output_existed
+    return layout, output_existed, part_format
 
 
 def _plan_to_share(*args, **kwargs):
@@ -575,7 +583,7 @@ def _publish(plan, gathered, started, n_ranks):
 
 
 @entry_point
-def split(inputs, outdir, nparts, *, comm=None, format="same", start=None, stop=None, step=None, begin=None,
+def split(inputs, outdir, nparts, *, comm=None, format=None, start=None, stop=None, step=None, begin=None,
           end=None, dt=None, topology=None, select=None, index_file=None, atom_indices_file=None,
           on_overlap="error", on_truncated="error", input_format=None, force=False,
           progress=None, chunk_frames=None, contiguous=None, compression=None,
@@ -586,16 +594,18 @@ def split(inputs, outdir, nparts, *, comm=None, format="same", start=None, stop=
     Parameters
     ----------
     inputs : str or sequence of str
-        XTC, TRR or DCD files (segments of one trajectory, in order); H5MD with ``format="h5md"``.
+        Trajectory files (segments of one trajectory, in order), of any format convert reads.
     outdir : str
         Output directory: created when missing, written into when empty (it keeps its
         permissions, group and striping), refused when not empty unless *force*.
     nparts : int
         Number of parts, independent of the number of ranks; at most the frame count.
     comm : mpi4py communicator, optional
-    format : {"same", "h5md"}
-        ``same``: parts in the input's format, frames copied byte for byte; ``h5md``: H5MD
-        parts with the layout options below.
+    format : {"same", "h5md"}, optional
+        ``same``: parts in the input's format, frames copied byte for byte (XTC, TRR, DCD);
+        ``h5md``: H5MD parts with the layout options below. Default: ``same`` for XTC, TRR
+        or DCD inputs of one format, ``h5md`` for any other input (H5MD, the other formats,
+        mixed formats).
     start, stop, step : int, optional
         Split only these frames, with Python slice semantics over the whole trajectory.
     begin, end, dt : float, optional
@@ -651,7 +661,7 @@ def split(inputs, outdir, nparts, *, comm=None, format="same", start=None, stop=
                    velocities=velocities, forces=forces, topology=topology, select=select, index_file=index_file,
                    atom_indices_file=atom_indices_file)
     selection = dict(start=start, stop=stop, step=step, begin=begin, end=end, dt=dt)
-    layout, output_existed = root_call(comm, _check_request, inputs, outdir, nparts, part_format=format,
+    layout, output_existed, format = root_call(comm, _check_request, inputs, outdir, nparts, part_format=format,
                                        input_format=input_format, force=force, options=options, selection=selection)
     index = scan(inputs, on_overlap=on_overlap, on_truncated=on_truncated, format=input_format, comm=comm)
     plan = root_call(

@@ -152,7 +152,7 @@ def test_refusals(tmp_path, solvated, adk):
     split(solvated["XTC"], str(busy), 2, force=True, progress=False)
     assert not (busy / "keep.txt").exists()
     with pytest.raises(InputError, match="one format"):
-        split([solvated["XTC"], solvated["TRR"]], str(tmp_path / "b"), 2, progress=False)
+        split([solvated["XTC"], solvated["TRR"]], str(tmp_path / "b"), 2, format="same", progress=False)
     with pytest.raises(InputError, match="atoms"):
         split([solvated["XTC"], adk[1]], str(tmp_path / "c"), 2, format="h5md", progress=False)
     assert sorted(os.listdir(tmp_path)) == ["busy"]

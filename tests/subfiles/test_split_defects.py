@@ -285,6 +285,28 @@ def test_layout_options_with_format_same_are_refused(tmp_path, solvated, option)
     assert not (tmp_path / "p").exists()
 
 
+def test_inputs_whose_frames_cannot_be_copied_are_split_into_h5md_parts_by_default(tmp_path, solvated, adk):
+    """An H5MD input, or segments of two formats: H5MD parts without --output-format (same
+    used to refuse them, naming the option); an XTC's parts stay XTC."""
+    from h5mdtool import convert
+
+    h5md = str(tmp_path / "in.h5md")
+    convert(solvated["XTC"], h5md, progress=False)
+    runner = CliRunner()
+    done = runner.invoke(cli, ["split", h5md, "--nparts", "2", "-o", str(tmp_path / "h5md-parts"),
+                               "--compression", "gzip"])
+    assert done.exit_code == 0, done.output
+    assert done.output.startswith("wrote 2 H5MD parts")
+    assert sorted(os.listdir(tmp_path / "h5md-parts")) == ["manifest.json", "part-0001.h5md", "part-0002.h5md"]
+    mixed = split([solvated["XTC"], solvated["TRR"]], str(tmp_path / "mixed"), 2, on_overlap="later",
+                  progress=False)
+    assert mixed["format"] == "H5MD"
+    done = runner.invoke(cli, ["split", solvated["XTC"], "--nparts", "2", "-o", str(tmp_path / "xtc-parts")])
+    assert done.exit_code == 0 and done.output.startswith("wrote 2 XTC parts"), done.output
+    with pytest.raises(InputError, match="--output-format same copies XTC, TRR or DCD frames"):
+        split(h5md, str(tmp_path / "refused"), 2, format="same", progress=False)
+
+
 def test_layout_options_with_format_same_are_refused_by_the_library(tmp_path, solvated):
     with pytest.raises(UsageError, match="--compression shapes H5MD parts only"):
         split(solvated["XTC"], str(tmp_path / "p"), 2, compression="gzip", progress=False)
