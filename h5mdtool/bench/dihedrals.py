@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..h5md.topology import resolve_topology
 from ..parallel.errors import InputError, UsageError
 from ..parallel.mpi import entry_point, root_call
 from .analysis import AnalysisOptions, _frame_universe, _pick, _universe, digest, select_frames
 from .dihedral_kernel import dihedral_angles, sincos_features
 from .engines import BlocksEngine, FramesEngine
+from .inputs import resolve_input_topology
 from .read_ahead import read_ahead_budget
 from .runner import _run_once, checked_options, repeated, report_fields
 
@@ -269,7 +269,7 @@ def bench_dihedrals(inputs, topology=None, *, comm=None, select="protein", index
     paths = checked_options(inputs, block_frames, repeat, compute_load, engine, ENGINES, read_ahead_mb)
     options = AnalysisOptions(select=select, index=index, start=start, stop=stop, step=step, begin=begin, end=end,
                               dt=dt)
-    topology, topology_source = root_call(comm, resolve_topology, paths, topology)
+    topology, topology_source = root_call(comm, resolve_input_topology, paths, topology)
     budget = read_ahead_budget(comm, read_ahead_mb)
 
     def run(number):

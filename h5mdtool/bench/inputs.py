@@ -16,9 +16,10 @@ import numpy as np
 
 from ..formats import TrajectoryIndex, detect_format, scan, scan_segment
 from ..formats.base import hdf5_open_error
+from ..h5md.topology import carries_topology, resolve_topology
 from ..parallel.errors import InputError, UsageError, mark_collective
 from ..parallel.mpi import SerialComm, is_parallel, root_call, same_on_every_rank
-from ..subfiles.manifest import MANIFEST_NAME, is_manifest
+from ..subfiles.manifest import MANIFEST_NAME, is_manifest, read_manifest
 from .frames import (
     ManifestFrames, MDAnalysisFrames, Piece, TrajectoryFrames, checked_manifest, checked_part_scans, position_frames,
     position_times
@@ -212,6 +213,27 @@ def inspect_input(paths, group=None, format=None, comm=None):
     return InputInfo(kind="shared", path=os.path.abspath(paths[0]), format=",".join(index.formats),
                      n_frames=n_frames, n_atoms=index.n_atoms, files=[_stat(p) for p in paths],
                      layout=layout, h5md_group=group, index=index)
+
+
+def resolve_input_topology(paths, topology=None):
+    """The topology of a bench input and where it comes from, as
+    :func:`~h5mdtool.h5md.topology.resolve_topology` finds it, for a split manifest too.
+
+    ``split`` stores the same topology in every H5MD part when its input carried one (or
+    was given ``--topology``), so a manifest whose first part carries a topology needs no
+    ``--topology`` either. A manifest that cannot be read is left to :func:`inspect_input`
+    to report.
+    """
+    manifest = manifest_path(paths[0]) if topology is None and len(paths) == 1 else None
+    if manifest is not None:
+        try:
+            parts = read_manifest(manifest)
+        except InputError:
+            parts = None
+        if parts is not None and parts.format == "H5MD" and parts.parts and carries_topology(parts.parts[0].path):
+            first = parts.parts[0].path
+            return first, f"stored in {first}"
+    return resolve_topology(paths, topology)
 
 
 def _classify(paths, group, format):

@@ -27,7 +27,6 @@ import time
 
 import numpy as np
 
-from ..h5md.topology import resolve_topology
 from ..parallel.errors import UsageError, mark_collective
 from ..parallel.mpi import (
     abort_unless_collective, agree, capture_errors, entry_point, is_parallel, root_call, timed_root_waits,
@@ -39,7 +38,7 @@ from .analysis import AnalysisOptions, plan_analysis
 from .digest import data_digest, results_digest
 from .engines import BlocksEngine, FramesEngine
 from .frames import checked_part_scans
-from .inputs import inspect_input, open_source
+from .inputs import inspect_input, open_source, resolve_input_topology
 from .read_ahead import BLOCK_FRAMES, PART_PIECE_FRAMES, ReadAhead, planned_share, read_ahead, read_ahead_budget
 from .timing import WORK_PHASES, PhaseClock, find_stragglers, own, serial_seconds, share_setup
 
@@ -535,7 +534,7 @@ def bench_rmsd(inputs, topology=None, *, comm=None, select="name CA", calc_selec
         match nothing or differ; atom counts that differ. Every rank raises it together.
     """
     paths = checked_options(inputs, block_frames, repeat, compute_load, engine, read_ahead_mb=read_ahead_mb)
-    topology, topology_source = root_call(comm, resolve_topology, paths, topology)
+    topology, topology_source = root_call(comm, resolve_input_topology, paths, topology)
     budget = read_ahead_budget(comm, read_ahead_mb)
     options = AnalysisOptions(select=select, calc_select=tuple(calc_select), index=index, weights=weights,
                               reference=reference, ref_frame=ref_frame, start=start, stop=stop, step=step,

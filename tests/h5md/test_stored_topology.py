@@ -53,6 +53,25 @@ def test_bench_rmsd_reads_the_stored_topology(stored, adk):
     assert with_psf["report"]["topology"]["source"] == "file"
 
 
+def test_split_of_a_file_carrying_its_topology_needs_no_topology_either(stored, tmp_path, adk):
+    """split writes H5MD parts of an H5MD input by default, each with the input's topology,
+    and bench reads a manifest of such parts without -t."""
+    parts = str(tmp_path / "parts")
+    summary = h5mdtool.split(stored[0], parts, 3, progress=False)
+    assert summary["format"] == "H5MD"
+    first = os.path.join(parts, "part-0001.h5md")
+    with_psf = h5mdtool.bench_rmsd(stored[0], adk[0], select="backbone")
+    alone = h5mdtool.bench_rmsd(parts, select="backbone")
+    assert_array_equal(alone["rmsd"], with_psf["rmsd"])
+    assert alone["report"]["topology"]["source"] == f"stored in {first}"
+    features = h5mdtool.bench_dihedrals(parts)
+    assert_array_equal(features["features"], h5mdtool.bench_dihedrals(stored[0], adk[0])["features"])
+    bare = str(tmp_path / "bare-parts")
+    h5mdtool.split(stored[1], bare, 2, progress=False)
+    with pytest.raises(UsageError, match="--topology FILE is needed"):
+        h5mdtool.bench_rmsd(bare)
+
+
 def test_bench_rmsd_cli_without_topology(stored):
     runner = CliRunner()
     done = runner.invoke(cli, ["bench", "rmsd", stored[0]])
