@@ -1,9 +1,13 @@
 """Run an MDAnalysis analysis on an H5MD trajectory, serially or on the ranks of an MPI job.
 
     h5mdtool convert md.xtc -t md.tpr -o md.h5md
-    python examples/parallel_analysis.py md.tpr md.h5md                  # one process
-    mpirun -n 4 python examples/parallel_analysis.py md.tpr md.h5md      # four ranks
-    mpirun -n 4 python examples/parallel_analysis.py md.tpr md.h5md --analysis ramachandran --check
+    python examples/parallel_analysis.py md.h5md                         # one process
+    mpirun -n 4 python examples/parallel_analysis.py md.h5md             # four ranks
+    mpirun -n 4 python examples/parallel_analysis.py md.h5md --analysis ramachandran --check
+    mpirun -n 4 python examples/parallel_analysis.py md.tpr md.h5md      # a topology file of your own
+
+The topology is the one ``convert -t`` stored in the file, unless a topology file comes
+before the trajectory.
 
 Every rank runs this whole script: it opens its own Universe, builds the same analysis and
 calls ``run(backend=MPIBackend(), unsupported_backend=True)``; the backend gives each rank
@@ -16,20 +20,10 @@ import time
 
 import numpy as np
 
-import MDAnalysis as mda
 from MDAnalysis.analysis.dihedrals import Ramachandran
 from MDAnalysis.analysis.rms import RMSD
 
-from h5mdtool.mdanalysis import MPIBackend
-
-
-def open_universe(topology, trajectory):
-    """h5mdtool's reader where this h5mdtool has it (blocks of chunks), else MDAnalysis's own."""
-    try:
-        from h5mdtool.mdanalysis import Universe
-    except ImportError:
-        return mda.Universe(topology, trajectory)
-    return Universe(trajectory, topology=topology)
+from h5mdtool.mdanalysis import MPIBackend, Universe
 
 
 def build(universe, name, select):
@@ -40,18 +34,21 @@ def build(universe, name, select):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("topology")
-    parser.add_argument("trajectory")
+    parser.add_argument("files", nargs="+", metavar="[TOPOLOGY] TRAJECTORY",
+                        help="the H5MD trajectory, after a topology file unless it carries its own (convert -t)")
     parser.add_argument("--analysis", choices=["rmsd", "ramachandran"], default="rmsd")
     parser.add_argument("--select", default="name CA", help="RMSD fit group (default: name CA)")
     parser.add_argument("--step", type=int, default=None, help="analyse every STEP-th frame")
     parser.add_argument("--out", default=None, help="save the result as .npy (written by rank 0)")
     parser.add_argument("--check", action="store_true", help="also run serially and compare")
     args = parser.parse_args()
+    if len(args.files) > 2:
+        parser.error("give the trajectory, or a topology file and the trajectory")
+    *topology, trajectory = args.files
 
     backend = MPIBackend()  # MPI.COMM_WORLD under mpirun, one rank otherwise
     comm = backend.comm
-    universe = open_universe(args.topology, args.trajectory)
+    universe = Universe(trajectory, topology=topology[0] if topology else None)  # h5mdtool's reader
     analysis, key = build(universe, args.analysis, args.select)
     started = time.perf_counter()
     analysis.run(step=args.step, backend=backend, unsupported_backend=True)

@@ -37,17 +37,19 @@ def source_rmsd(universe, select="name CA"):
     return RMSD(universe, select=select).run().results.rmsd
 
 
-@pytest.mark.parametrize("ranks", [None, 2, 3])
-def test_parallel_analysis_example_rmsd_equals_the_source(converted, ranks, tmp_path):
+@pytest.mark.parametrize("ranks, topology", [(None, "stored"), (2, "stored"), (3, "stored"), (2, "psf")])
+def test_parallel_analysis_example_rmsd_equals_the_source(converted, ranks, topology, tmp_path):
     path, psf, source = converted
     out = tmp_path / "rmsd.npy"
+    files = [path] if topology == "stored" else [psf, path]
     done = run_script_without_plugin_path(os.path.join("examples", "parallel_analysis.py"),
-                                          [psf, path, "--check", "--out", out], ranks)
+                                          files + ["--check", "--out", out], ranks)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "equal to the serial run" in done.stdout, done.stdout
     split = re.search(r"frames per rank \[([\d, ]+)\]", done.stdout).group(1)
     counts = [int(value) for value in split.split(",")]
     assert len(counts) == (ranks or 1) and sum(counts) == CONVERTED_FRAMES
+    assert all(edge % 8 == 0 for edge in np.cumsum(counts)[:-1]), counts  # whole 8-frame chunks per rank
     result = np.load(out)
     expected = source_rmsd(source)
     np.testing.assert_array_equal(result[:, 0], expected[:, 0])
