@@ -315,6 +315,25 @@ def _describe_provenance(a, handle, result):
         result["stripe_alignment"] = aligned_share(value, int(stripe))
 
 
+def _describe_topology(a, handle, result):
+    """What the topology the file carries holds (``convert --topology``), or None."""
+    from ..h5md.topology import PARTICLES, VMD, read_stored_topology
+
+    if f"{VMD}/name" not in handle or f"{PARTICLES}/species" not in handle:
+        return
+    record = read_stored_topology(result["file"], handle)
+    result["topology"] = {
+        "atoms": len(record["names"]), "residues": len(record["resnames"]), "segments": len(record["segids"]),
+        "kinds": len(set(zip(record["names"], record["types"]))),
+        "bonds": len(record["bonds"]) if "bonds" in record else 0,
+        "attributes": [name for name, present in (
+            ("names", True), ("types", True), ("elements", "elements" in record or "atomic_numbers" in record),
+            ("chains", "chains" in record), ("masses", "masses" in record), ("charges", "charges" in record))
+            if present],
+        "source": record["source"],
+    }
+
+
 def describe_file(path):
     """The ``info`` record of *path* (serial; see :func:`info`).
 
@@ -326,11 +345,11 @@ def describe_file(path):
     report = validate_file(path, profile="all")
     result = {"file": path, "readable": True, "bytes": os.path.getsize(path), "particle_group": None, "n_frames": None,
               "n_atoms": None, "elements": [], "step": None, "time": None, "box": None, "particle_groups": [],
-              "datasets": {}, "provenance": None, "problems": []}
+              "datasets": {}, "provenance": None, "topology": None, "problems": []}
     with open_hdf5(path) as handle:
         a = Access(handle, FileReport(path))  # problems were reported by validate already
         for what, section in (("the trajectory", _describe_trajectory), ("the datasets", _describe_datasets),
-                              ("the provenance", _describe_provenance)):
+                              ("the provenance", _describe_provenance), ("the topology", _describe_topology)):
             try:
                 section(a, handle, result)
             except Exception as error:  # noqa: BLE001 - damaged content: describe what can be

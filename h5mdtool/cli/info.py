@@ -106,6 +106,12 @@ def print_info(result):
             echo(f"  particle group {group['path']}:")
         for line in _group_lines(group):
             echo(line)
+    topology = result.get("topology")
+    if topology:
+        source = f"; from {topology['source']}" if topology.get("source") else ""
+        echo(f"  topology: {topology['atoms']} atoms, {topology['residues']} residues, {topology['segments']} "
+             f"segment(s), {topology['bonds']} bonds; {', '.join(topology['attributes'])}{source} "
+             f"('h5mdtool topology {result['file']} -o top.pdb' writes it out)")
     echo("  datasets:")
     for path, d in result["datasets"].items():
         if "error" in d:

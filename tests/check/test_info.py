@@ -4,6 +4,7 @@ import json
 import math
 
 import h5py
+import MDAnalysis as mda
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -52,6 +53,25 @@ def test_info_of_an_h5mdtool_file(trr, solvated):
     assert "4 frames x 47681 atoms in /particles/trajectory (position, velocity)" in text
     assert "one frame: 1 chunk(s), 558.8 KiB for 558.8 KiB of data" in text
     assert "no errors or warnings" in text and "note(s)" not in text
+
+
+def test_info_describes_the_stored_topology(tmp_path, adk, trr):
+    from MDAnalysisTests.datafiles import TPR_xvf, TRR_xvf
+
+    path = str(tmp_path / "xvf.h5md")
+    convert(TRR_xvf, path, topology=TPR_xvf, progress=False)
+    universe = mda.Universe(TPR_xvf)  # the oracle
+    atoms = universe.atoms
+    counts = {"atoms": len(atoms), "residues": len(universe.residues), "segments": len(universe.segments),
+              "bonds": len(universe.bonds)}
+    document = json.loads(CliRunner().invoke(cli, ["info", path, "--json"]).output)
+    assert document["topology"] == dict(counts, kinds=len(set(zip(atoms.names, atoms.types))),
+                                        attributes=["names", "types", "elements", "chains", "masses", "charges"],
+                                        source=TPR_xvf)
+    text = CliRunner().invoke(cli, ["info", path]).output
+    assert (f"  topology: {counts['atoms']} atoms, {counts['residues']} residues, {counts['segments']} segment(s), "
+            f"{counts['bonds']} bonds; names, types, elements, chains, masses, charges; from {TPR_xvf}") in text
+    assert info(trr)["topology"] is None and "topology:" not in CliRunner().invoke(cli, ["info", trr]).output
 
 
 def test_info_of_gzip_and_triclinic_kinds(tmp_path, adk):
