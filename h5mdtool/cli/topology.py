@@ -29,13 +29,15 @@ def command(file, output, fmt, old_fmt, frame, force, as_json):
       h5mdtool topology protein.h5md -o protein.psf
     """
     from ..h5md.topology import write_topology_file
+    from ..mdanalysis import H5MDToolReader  # registers h5mdtool's reader: every layout h5mdtool writes
 
     if old_fmt is not None:
         deprecation_note("topology --format", "--output-format (--format names input formats)")
         if fmt is not None:
             raise UsageError("--format is the old name of --output-format: give --output-format alone")
         fmt = old_fmt
-    summary = write_topology_file(file, output, format=fmt, frame=frame, force=force)
+    summary = write_topology_file(file, output, format=fmt, frame=frame, force=force,
+                                  trajectory_format=H5MDToolReader.format)
     if as_json:
         emit_json(summary)
         return

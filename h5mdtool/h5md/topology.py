@@ -462,13 +462,21 @@ def residue_segments(record):
     return np.zeros(n_residues, np.int64)
 
 
-def universe_from_h5md(path):
-    """An MDAnalysis Universe from the topology an H5MD file carries, with its trajectory."""
+def universe_from_h5md(path, trajectory_format="H5MD"):
+    """An MDAnalysis Universe from the topology an H5MD file carries, with its trajectory.
+
+    The trajectory is read by the MDAnalysis reader of *trajectory_format* (``"H5MDTOOL"``,
+    h5mdtool's, once :mod:`h5mdtool.mdanalysis` registered it); a trajectory it cannot
+    read leaves the Universe without one, the reason in ``h5mdtool_trajectory_error``.
+    """
+    from .codecs import register_plugins
+
     universe = universe_from_record(read_stored_topology(path))
+    register_plugins()  # a compressed file's filters, for MDAnalysis's own reader too
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            universe.load_new(path, format="H5MD")
+            universe.load_new(path, format=trajectory_format)
     except Exception as error:  # noqa: BLE001 - the topology alone is still useful
         universe.h5mdtool_trajectory_error = _reason(error)
     return universe
@@ -514,13 +522,17 @@ STRUCTURE_EXTENSIONS = {".pdb": "PDB", ".gro": "GRO", ".psf": "PSF", ".tpr": "TP
                         ".cif": "mmCIF"}
 
 
-def write_topology_file(h5md_path, output, format=None, frame=0, force=False):
+def write_topology_file(h5md_path, output, format=None, frame=0, force=False, trajectory_format="H5MD"):
     """Write the topology an H5MD file carries as PDB, GRO or PSF (with frame *frame*'s positions).
+
+    The positions are read by the MDAnalysis reader of *trajectory_format* (see
+    :func:`universe_from_h5md`); a file without frames gives zeros.
 
     Raises
     ------
     InputError
-        If the file carries no topology.
+        If the file carries no topology, *frame* is not one of its frames, or its frames
+        cannot be read.
     UsageError
         For an unknown output format, or an output name whose extension names another format.
     """
@@ -536,8 +548,14 @@ def write_topology_file(h5md_path, output, format=None, frame=0, force=False):
     if not carries_topology(h5md_path):
         raise InputError(f"{h5md_path}: carries no topology (convert it with --topology to store one)")
     check_output_file(output, [h5md_path], force)
-    universe = universe_from_h5md(h5md_path)
-    if hasattr(universe, "trajectory") and getattr(universe.trajectory, "n_frames", 0):
+    universe = universe_from_h5md(h5md_path, trajectory_format)
+    problem = getattr(universe, "h5mdtool_trajectory_error", None)
+    if problem is not None:
+        raise InputError(f"{h5md_path}: its frames cannot be read ({problem})")
+    n_frames = universe.trajectory.n_frames
+    if n_frames:
+        if not -n_frames <= frame < n_frames:
+            raise InputError(f"{h5md_path}: --frame {frame} is not one of its {n_frames} frames")
         universe.trajectory[frame]
     else:
         universe.atoms.positions = np.zeros((len(universe.atoms), 3))

@@ -99,6 +99,25 @@ def test_select_on_a_self_contained_file_needs_no_topology_and_keeps_source_ids(
     np.testing.assert_array_equal(load_topology(first).atoms.resids, np.arange(1, 11))
 
 
+def test_topology_command_on_a_compressed_file_writes_the_frame_asked_for(tmp_path):
+    """Regression: on a zstd file the frames were read by MDAnalysis's H5MD reader without
+    hdf5plugin's filters, and the command failed ("No trajectory loaded into Universe")."""
+    top, traj, select = _files("tpr-protein")
+    h5md = str(tmp_path / "zstd.h5md")
+    convert(traj, h5md, topology=top, select=select, compression="zstd", chunk_frames=2, progress=False)
+    environment = {key: value for key, value in os.environ.items() if key != "HDF5_PLUGIN_PATH"}
+    reference = mda.Universe(top, traj).select_atoms(select)
+    for frame in (0, -1):
+        out = str(tmp_path / f"frame{frame}.pdb")
+        done = run_h5mdtool(["topology", h5md, "-o", out, "--frame", str(frame)], env=environment)
+        assert done.returncode == 0, done.stderr
+        reference.universe.trajectory[frame]
+        np.testing.assert_allclose(mda.Universe(out).atoms.positions, reference.positions, atol=1e-3)
+    done = run_h5mdtool(["topology", h5md, "-o", str(tmp_path / "none.pdb"), "--frame", "99"], env=environment)
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert "--frame 99 is not one of its" in done.stderr and not os.path.exists(tmp_path / "none.pdb")
+
+
 def test_topology_errors(tmp_path, adk):
     plain = str(tmp_path / "plain.h5md")
     convert(adk[1], plain, stop=2, progress=False)
