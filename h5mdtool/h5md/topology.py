@@ -15,16 +15,16 @@ reader lay them out; docs/convert.md, "The stored topology", lists what was chec
 ``/parameters/vmd_structure``
     ``indexOfSpecies``, ``name`` and ``type`` per species, and ``atomicnumber`` when the
     topology has elements (without it the plugin takes each species number for an atomic
-    number); ``resid`` per atom (the residue's
-    index: the plugin looks ``resname`` and ``chain`` up by it), ``resname`` and ``chain`` per
-    residue, ``segid`` per atom, ``bond_from``/``bond_to`` (1-based, as VMD's molfile API
+    number); ``resid`` per atom (the residue's index: the plugin looks ``resname`` and
+    ``chain`` up by it), ``resname`` and ``chain`` per residue, ``segid`` per atom, ``bond_from``/``bond_to`` (1-based, as VMD's molfile API
     counts); for h5mdtool to read back, also ``num_segid`` (each atom's segment index),
     ``resnum`` (the topology's own residue numbers) and ``element`` per species (the
     topology's element symbols, which atomic numbers do not keep: ``""``, dummies).
 
 :func:`load_topology` reads such a file back into an MDAnalysis Universe (names, types,
-residues, segments, chain IDs, elements, masses, charges, bonds), so ``bench rmsd`` and ``validate`` need no
-separate topology and ``h5mdtool topology`` can write one for other programs.
+residues, segments, chain IDs, elements, masses, charges, bonds), so ``bench rmsd`` and
+``validate`` need no separate topology and ``h5mdtool topology`` can write one for other
+programs.
 """
 
 import contextlib
