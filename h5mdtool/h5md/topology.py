@@ -16,8 +16,9 @@ reader lay them out; docs/convert.md, "The stored topology", lists what was chec
     ``indexOfSpecies``, ``name`` and ``type`` per species, and ``atomicnumber`` when the
     topology has elements (without it the plugin takes each species number for an atomic
     number); ``resid`` per atom (the residue's index: the plugin looks ``resname`` and
-    ``chain`` up by it), ``resname`` and ``chain`` per residue, ``segid`` per atom, ``bond_from``/``bond_to`` (1-based, as VMD's molfile API
-    counts); for h5mdtool to read back, also ``num_segid`` (each atom's segment index),
+    ``chain`` up by it), ``resname`` and ``chain`` per residue, ``segid`` per atom,
+    ``bond_from``/``bond_to`` (1-based, as VMD's molfile API counts); for h5mdtool to read
+    back, also ``num_segid`` (each atom's segment index),
     ``resnum`` (the topology's own residue numbers) and ``element`` per species (the
     topology's element symbols, which atomic numbers do not keep: ``""``, dummies).
 
