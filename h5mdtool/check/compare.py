@@ -91,6 +91,47 @@ def _scan_copy(paths):
     return TrajectoryIndex(segments), precisions, all(s.time is not None for s in segments)
 
 
+def _stored_ids(segment):
+    """The ``id`` an H5MD *segment*'s particle group stores, one per atom (h5mdtool writes
+    each atom's index in the source system there), or None."""
+    if segment.format != "H5MD":
+        return None
+    import h5py
+
+    try:
+        with h5py.File(segment.path, "r") as handle:
+            dataset = handle[segment.details["group"]].get("id")
+            if not isinstance(dataset, h5py.Dataset) or dataset.shape != (segment.n_atoms,) \
+                    or dataset.dtype.kind not in "iu":
+                return None
+            return np.asarray(dataset[()], np.int64)
+    except (OSError, KeyError, ValueError, TypeError):
+        return None
+
+
+def source_atoms(copy_segments, source_segments):
+    """The source's atom for each atom of a copy holding fewer atoms, or None.
+
+    A file converted from a selection of atoms (``convert -s``, ``-n``, ``--atom-indices``
+    with ``--topology``) stores each atom's index in the source system as ``id``; the
+    source's own atoms are ``0, 1, ...``, or its stored ``id`` when it is such a file
+    itself. Each of the copy's atoms is matched with the source atom of the same id: None
+    when the copy stores no ids, or an id is not the source's.
+    """
+    ids = _stored_ids(copy_segments[0])
+    if ids is None or any(not np.array_equal(_stored_ids(s), ids) for s in copy_segments[1:]):
+        return None
+    source_ids = _stored_ids(source_segments[0])
+    if source_ids is None:
+        source_ids = np.arange(source_segments[0].n_atoms, dtype=np.int64)
+    order = np.argsort(source_ids, kind="stable")
+    position = np.searchsorted(source_ids, ids, sorter=order)
+    inside = position < len(source_ids)
+    if not inside.all() or not np.array_equal(source_ids[order[position]], ids):
+        return None
+    return order[position]
+
+
 def _converted(index):
     """True when reading *index* converts units (DCD Angstrom, H5MD in other units than h5mdtool's)."""
     def converts(segment):
@@ -229,6 +270,8 @@ def compare_with_source(paths, sources, *, comm=None, tolerance=None, limit=10, 
     -------
     dict
         ``n_frames``, ``n_atoms`` and ``source_n_frames``, ``source_n_atoms``;
+        ``atoms_by_id`` (True when the copy holds fewer atoms, compared with the source's
+        atoms of its stored ids: :func:`source_atoms`);
         ``compared_frames`` (the common prefix), ``n_differing``, ``differing`` (the first
         frames, each with ``frame``, ``differs`` and a ``reason``), ``fields``,
         ``box_compared``, ``box_mismatch`` (a message or None), ``time_compared`` (False
@@ -251,9 +294,14 @@ def compare_with_source(paths, sources, *, comm=None, tolerance=None, limit=10, 
         "source_n_frames": source_index.n_frames, "source_n_atoms": source_index.n_atoms,
         "compared_frames": 0, "n_differing": 0, "differing": [], "fields": [],
         "box_compared": False, "box_mismatch": None, "time_compared": compare_time, "n_ranks": comm.size,
+        "atoms_by_id": False,
     }
-    if copy_index.n_atoms != source_index.n_atoms:
+    atoms = None
+    if copy_index.n_atoms < source_index.n_atoms:
+        atoms = root_call(comm, source_atoms, copy_index.segments, source_index.segments)
+    if copy_index.n_atoms != source_index.n_atoms and atoms is None:
         return result
+    result["atoms_by_id"] = atoms is not None
     fields = ["positions"] + [f for f in ("velocities", "forces") if copy_index.has(f) and source_index.has(f)]
     box = bool(copy_index.has("box") and source_index.has("box"))
     if copy_index.has("box") != source_index.has("box"):
@@ -290,7 +338,7 @@ def compare_with_source(paths, sources, *, comm=None, tolerance=None, limit=10, 
     with capture_errors() as failure:
         try:
             _compare_range(copy_index, source_index, fields, box, tolerances, start, stop, capacity, found,
-                           progress_bar(n, "comparing", comm, enabled=progress), comm.size, compare_time)
+                           progress_bar(n, "comparing", comm, enabled=progress), comm.size, compare_time, atoms)
         except H5mdToolError:
             raise
         except Exception as error:  # noqa: BLE001 - a damaged file must end every rank cleanly
@@ -304,8 +352,9 @@ def compare_with_source(paths, sources, *, comm=None, tolerance=None, limit=10, 
 
 
 def _compare_range(copy_index, source_index, fields, box, tolerances, start, stop, capacity, found, bar, n_ranks,
-                   compare_time):
-    """Compare frames ``[start, stop)``, element group by element group (fields sampled alike)."""
+                   compare_time, atoms=None):
+    """Compare frames ``[start, stop)``, element group by element group (fields sampled alike);
+    the source's *atoms* (:func:`source_atoms`) with the copy's, all when None."""
     frames = np.arange(start, stop, dtype=np.int64)
     wanted = list(fields) + (["box"] if box else [])
     for name in fields:
@@ -313,7 +362,8 @@ def _compare_range(copy_index, source_index, fields, box, tolerances, start, sto
         for frame in frames[held[0] != held[1]]:
             where = "the file" if held[1][frame - start] else "the source"
             found.add(frame, {name: f"{name} present in {where} only"})
-    with TrajectoryReader(copy_index, finite=False) as copy, TrajectoryReader(source_index, finite=False) as source, bar:
+    with TrajectoryReader(copy_index, finite=False) as copy, \
+            TrajectoryReader(source_index, atom_indices=atoms, finite=False) as source, bar:
         for group_fields, group_frames in source_index.element_groups(frames, wanted):
             atom_fields = [name for name in group_fields if name != "box"]
             group_frames = group_frames[copy_index.fields[atom_fields[0]][group_frames]]

@@ -1162,7 +1162,7 @@ def validate(paths, *, comm=None, profile="all", against=None, tolerance=None, s
 def add_comparison(report, result):
     """Turn a :func:`compare_with_source` result into findings of *report*."""
     report.comparison = result
-    if result["n_atoms"] != result["source_n_atoms"]:
+    if result["n_atoms"] != result["source_n_atoms"] and not result.get("atoms_by_id"):
         report.add("AGAINST001", "/", f"{result['n_atoms']} atoms, the source has {result['source_n_atoms']}")
         return
     if result["n_frames"] != result["source_n_frames"]:

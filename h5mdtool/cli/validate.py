@@ -150,12 +150,15 @@ def print_report(report, notes=False):
             click.echo(f"  ({_plural(hidden, 'note')} not shown: --notes)")
         comparison = file.comparison
         if comparison and comparison.get("compared_frames") is not None and not comparison.get("n_differing"):
-            if comparison["n_atoms"] == comparison["source_n_atoms"] and comparison["compared_frames"]:
+            by_id = comparison.get("atoms_by_id")
+            if (comparison["n_atoms"] == comparison["source_n_atoms"] or by_id) and comparison["compared_frames"]:
                 fields = comparison["fields"] + (["box"] if comparison["box_compared"] else []) + ["step"]
                 if comparison.get("time_compared", True):
                     fields.append("time")
+                atoms = (f"; its {comparison['n_atoms']} atoms against the source's atoms of the same id "
+                         f"(of {comparison['source_n_atoms']})" if by_id else "")
                 click.echo(f"  {comparison['compared_frames']} frames equal to the source ({', '.join(fields)}) "
-                           f"on {_plural(comparison['n_ranks'], 'rank')}"
+                           f"on {_plural(comparison['n_ranks'], 'rank')}{atoms}"
                            + ("" if comparison.get("time_compared", True) else "; time not compared: the file stores none"))
     if len(report.files) > 1:
         click.echo(f"{_plural(len(report.files), 'file')}: {_plural(report.errors, 'error')}, "

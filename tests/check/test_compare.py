@@ -274,3 +274,52 @@ def test_against_parts_with_constant_or_reset_steps(tmp_path, steps):
     assert result["compared_frames"] == 12 and result["n_differing"] == 0
     swapped = compare_with_source([parts[1], parts[0], parts[2]], [source])
     assert [d["frame"] for d in swapped["differing"]] == list(range(8))
+
+
+@pytest.fixture(scope="module")
+def selected(tmp_path_factory):
+    """The xvf TRR's protein converted with its TPR (ids stored), and that file's C-alphas."""
+    from MDAnalysisTests.datafiles import TPR_xvf, TRR_xvf
+
+    directory = tmp_path_factory.mktemp("selected")
+    protein, calpha = str(directory / "protein.h5md"), str(directory / "calpha.h5md")
+    convert(TRR_xvf, protein, topology=TPR_xvf, select="protein", progress=False)
+    convert(protein, calpha, select="name CA", progress=False)
+    return TRR_xvf, protein, calpha
+
+
+@pytest.mark.mpi
+def test_against_compares_a_selection_of_atoms_by_their_stored_ids(comm, shared_tmp, selected):
+    """A file converted from a selection of atoms is compared with the source's atoms of the
+    ids it stores, also when its source was such a file itself (regression: AGAINST001,
+    'N atoms, the source has M', for every file converted with --select)."""
+    trr, protein, calpha = selected
+    for path, source in ((protein, trr), (calpha, protein), (calpha, trr)):
+        report = validate([path], comm=comm, against=[source])
+        assert report.exit_code == 0, [f.message for f in report.files[0].errors]
+        comparison = report.files[0].comparison
+        assert comparison["atoms_by_id"] and comparison["compared_frames"] == 3 and comparison["n_differing"] == 0
+    changed = os.path.join(shared_tmp, "calpha-changed.h5md")
+    if comm.rank == 0:
+        shutil.copy(calpha, changed)
+        with h5py.File(changed, "r+") as f:
+            f["particles/trajectory/position/value"][2, 7, 1] += 0.001
+    comm.Barrier()
+    report = validate([changed], comm=comm, against=[trr])
+    against = [f for f in report.files[0].errors if f.rule == "AGAINST002"]
+    assert len(against) == 1 and "frame 2: " in against[0].message
+
+
+def test_against_a_selection_without_matching_ids_is_refused(tmp_path, selected):
+    trr, protein, _ = selected
+    for name, change in (("outside", lambda ids: ids + 10**9), ("none", None)):
+        path = str(tmp_path / f"{name}.h5md")
+        shutil.copy(protein, path)
+        with h5py.File(path, "r+") as f:
+            ids = f["particles/trajectory/id"][()]
+            del f["particles/trajectory/id"]
+            if change is not None:
+                f["particles/trajectory/id"] = change(ids)
+        report = validate([path], against=[trr])
+        rules = [f.rule for f in report.files[0].errors]
+        assert rules == ["AGAINST001"] and not report.files[0].comparison["atoms_by_id"], rules
