@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from h5mdtool import split
 from h5mdtool.cli.main import cli
-from h5mdtool.parallel.errors import InputError, OutputError, UsageError
+from h5mdtool.parallel.errors import InputError, OutputError
 from h5mdtool.subfiles.manifest import read_manifest
 
 
