@@ -21,7 +21,7 @@ EXTENSIONS = {"xtc": ".xtc", "trr": ".trr", "dcd": ".dcd", "h5md": ".h5md", "ncd
 INPUT_FORMAT_KEYWORD = {"convert": "format", "split": "input_format", "validate": "against_format", "bench": "format",
                         "append": "format"}
 #: Case options that are not keywords of the command's API call (append: how its file is made).
-NOT_KEYWORDS = ("mutation", "input", "nparts", "split_at", "base_ranks", "base")
+NOT_KEYWORDS = ("mutation", "input", "nparts", "split_at", "base_ranks", "base", "default_format")
 
 
 @dataclass
@@ -70,6 +70,8 @@ def input_format(case):
 def api_kwargs(case):
     """Keyword arguments of the API call, with the case's file names filled in."""
     options = {key: value for key, value in case.options.items() if key not in NOT_KEYWORDS}
+    if case.options.get("default_format"):  # split's own choice of the parts' format, which is options["format"]
+        del options["format"]
     if options.get("topology") is True:
         options["topology"] = case.topology
     name = input_format(case)

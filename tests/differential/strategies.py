@@ -425,6 +425,10 @@ def split_options(draw, segments):
         options["format"] = "h5md"  # "same" on H5MD or issue 14's formats is a usage error: drawn now and then
     else:
         options["format"] = draw(st.sampled_from(("same", "same", "h5md")))
+    formats = {s.format for s in segments}
+    default = "same" if len(formats) == 1 and formats <= {"xtc", "trr", "dcd"} else "h5md"
+    if options["format"] == default and draw(st.booleans()):
+        options["default_format"] = True  # split is not given the parts' format: its default must be this one
     if options["format"] == "h5md":
         options.update(draw(layout_options(n_frames, allow_stripes=False)))
     options.update(draw(time_options(segments)))
