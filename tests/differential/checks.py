@@ -254,6 +254,39 @@ def check_mdanalysis_readback(path, topology, expected, precision=None):
     return []
 
 
+#: Atom attributes the stored topology must give as MDAnalysis reads them from the topology file.
+TOPOLOGY_ATTRIBUTES = ("names", "types", "elements", "resnames", "resids", "segids", "chainIDs")
+
+
+def check_stored_topology(path, topology, atoms=None):
+    """The topology ``convert --topology`` stored in *path*, read by h5mdtool's MDAnalysis
+    parser, gives the *atoms* (indices; all when None) of *topology* as MDAnalysis reads
+    them: every attribute of :data:`TOPOLOGY_ATTRIBUTES` the topology file has."""
+    import MDAnalysis
+
+    import h5mdtool.mdanalysis as h5mda
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            theirs = MDAnalysis.Universe(topology).atoms
+            theirs = theirs if atoms is None else theirs[np.asarray(atoms)]
+            ours = h5mda.Universe(path).atoms
+            if len(ours) != len(theirs):
+                return [Failure("topology-atoms", f"the stored topology has {len(ours)} atoms, expected {len(theirs)}")]
+            for name in TOPOLOGY_ATTRIBUTES:
+                if not hasattr(theirs, name):
+                    continue
+                if not hasattr(ours, name):
+                    return [Failure("topology-attribute", f"the stored topology has no {name}")]
+                if not np.array_equal(np.asarray(getattr(ours, name)), np.asarray(getattr(theirs, name))):
+                    return [Failure("topology-attribute", f"the stored topology's {name} differ from the topology file's")]
+    except Exception as error:  # noqa: BLE001 - any failure to read is the finding
+        return [Failure("topology-unreadable", f"h5mdtool.mdanalysis.Universe(output) fails: {type(error).__name__}: "
+                                               f"{str(error)[:200]}")]
+    return []
+
+
 def check_reader_readback(path, expected, precision=None, want_velocities=True, want_forces=True, label="output"):
     """h5mdtool's own MDAnalysis reader (``h5mdtool.mdanalysis``, format H5MDTOOL) gives the
     oracle's frames: at every frame holding positions, the positions (Angstrom), the

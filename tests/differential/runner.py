@@ -31,8 +31,8 @@ import numpy as np
 
 from . import oracle
 from .cases import base_file, base_request, command_line, input_format, outputs, reproduction, request, stage
-from .checks import (Failure, check_frames, check_mdanalysis_readback, check_reader_readback, check_validate,
-                     expected_errors, leftover_temporaries)
+from .checks import (Failure, check_frames, check_mdanalysis_readback, check_reader_readback, check_stored_topology,
+                     check_validate, expected_errors, leftover_temporaries)
 from .h5md_output import read_output
 from .known import classify
 from .pool import ROOT, Pool
@@ -567,6 +567,8 @@ def _judge_convert(case, the_plan, summary, ranks):
                             summary=summary)
     failures += _check_carried_over(case, document)
     failures += check_copied_attributes(case, path)
+    if options.get("topology"):
+        failures += check_stored_topology(path, case.topology, oracle.select_atoms(case.topology, options.get("select")))
     position_frames = int(the_plan.expected.positions.mask.sum())
     if summary is not None and summary.get("n_frames") != position_frames:
         failures.append(Failure("summary-frames", f"summary says {summary.get('n_frames')} frames, expected {position_frames} "

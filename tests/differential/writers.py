@@ -445,6 +445,7 @@ def write_topology(n_atoms, names, path):
     universe.add_TopologyAttr("type", [name[0] for name in names])
     universe.add_TopologyAttr("segid", ["SYS"])
     universe.add_TopologyAttr("chainID", ["A"] * n_atoms)
+    universe.add_TopologyAttr("elements", [("C", "N", "O", "H", "S", "Na")[i % 6] for i in range(n_atoms)])
     universe.atoms.positions = np.zeros((n_atoms, 3), np.float32)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
