@@ -159,7 +159,48 @@ def save(name, document):
 
 def machine():
     return {"cpus": os.cpu_count(), "python": sys.version.split()[0], "time": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "free_page_reporting": free_page_reporting()}
+            "free_page_reporting": free_page_reporting(), "proactive_reclaim": proactive_reclaim()}
+
+
+def proactive_reclaim(admin="/sys/kernel/mm/damon/admin/kdamonds"):
+    """The kernel's DAMON schemes that page out memory left idle, or None (none running).
+
+    Where one runs, page-cache pages of an input not read for a while are written out of
+    memory, and the next run reads them from the disk: a benchmark's input is in the page
+    cache only if it was read shortly before. Each scheme: the minimum idle time (s), the
+    accesses per aggregation interval at most, and the bytes it may page out per second.
+    """
+    def value(*parts):
+        with open(os.path.join(admin, *parts)) as handle:
+            return handle.read().strip()
+
+    schemes = []
+    try:
+        kdamonds = sorted(name for name in os.listdir(admin) if name.isdigit())
+    except OSError:
+        return None
+    for kdamond in kdamonds:
+        try:
+            if value(kdamond, "state") != "on":
+                continue
+            for context in sorted(os.listdir(os.path.join(admin, kdamond, "contexts"))):
+                if not context.isdigit():
+                    continue
+                base = (kdamond, "contexts", context)
+                aggregation_us = int(value(*base, "monitoring_attrs", "intervals", "aggr_us"))
+                for scheme in sorted(os.listdir(os.path.join(admin, *base, "schemes"))):
+                    if not scheme.isdigit() or value(*base, "schemes", scheme, "action") != "pageout":
+                        continue
+                    pattern = (*base, "schemes", scheme, "access_pattern")
+                    quota = (*base, "schemes", scheme, "quotas")
+                    schemes.append({
+                        "min_idle_s": int(value(*pattern, "age", "min")) * aggregation_us / 1e6,
+                        "max_accesses": int(value(*pattern, "nr_accesses", "max")),
+                        "bytes_per_s": int(value(*quota, "bytes")) * 1000 // max(1, int(value(*quota, "reset_interval_ms"))),
+                    })
+        except (OSError, ValueError):
+            continue
+    return schemes or None
 
 
 def free_page_reporting(directory="/sys/module/page_reporting/parameters"):
