@@ -105,7 +105,14 @@ def recipes():
     unbounded[1].writer = "mdanalysis"
     open_then_periodic = [_h5md(boundary=(False, False, False)),
                           _h5md(steps=np.arange(3, dtype=np.int64) * 10 + 30, times=(np.arange(3) + 3) * 0.02)]
+    slab_then_periodic = [_h5md(boundary=(True, True, False)),
+                          _h5md(steps=np.arange(3, dtype=np.int64) * 10 + 30, times=(np.arange(3) + 3) * 0.02)]
     return {
+        "append-periodic-z-to-a-slab-box": (
+            Case("append", slab_then_periodic, NAMES, {"split_at": 1, "base_ranks": 1, "base": {},
+                                                       "on_overlap": "error"}),
+            "a file whose box is periodic in x and y only, new frames periodic in z too: refused by design "
+            "(the oracle expected the append to succeed: make fuzz cases 78-83, seed 3388510319)"),
         "append-periodic-box-to-an-open-box": (
             Case("append", open_then_periodic, NAMES, {"split_at": 1, "base_ranks": 1, "base": {},
                                                        "on_overlap": "error"}),

@@ -315,6 +315,13 @@ def _append_plan(case, expected):
             reasons.append(f"{name} in the file or in the new frames only (an append cannot change the elements)")
     if held(tail, "box") and not held(head, "box"):
         reasons.append("a box in the new frames only (an append cannot add one)")
+
+    def periodic(parts):  # the axes a convert of *parts* marks periodic (any part's box periodic there)
+        return {axis for p in parts if p.edges is not None for axis in range(3) if p.boundary[axis]}
+
+    if held(tail, "box") and held(head, "box") and periodic(tail) - periodic(head):
+        reasons.append("the new frames' box periodic on an axis where the file's is not (an append cannot make "
+                       "it periodic)")
     if len({s.format for s in case.segments}) > 1:
         reasons.append("segments of several formats (the file and the new frames may store values differently)")
     if options["on_overlap"] in ("first", "drop") and max(int(s.steps.max()) for s in case.segments[split_at:]) \

@@ -60,11 +60,12 @@ def test_expected_errors_allow_frames_a_coarse_precision_rounds_to_zero():
                                   "append-damaged-xtc-frame",
                                   "append-damaged-xtc-frame-on-overlap-later",
                                   "append-mdanalysis-segment-box",
-                                  "append-periodic-box-to-an-open-box"])
+                                  "append-periodic-box-to-an-open-box",
+                                  "append-periodic-z-to-a-slab-box"])
 def test_harness_regressions_pass(tmp_path, name):
     """make fuzz cases 1633 (seed 3993108589), 1593 (seed 100494247), 1279 (seed
     3846512740), 249 (seed 1375767528), 496 (seed 3731942123), 387/389 (seed
-    1746975965) and 1038-1041 (seed 3202204358), rebuilt by hand
+    1746975965), 1038-1041 (seed 3202204358) and 78-83 (seed 3388510319), rebuilt by hand
     (tests/differential/repro.py): the product was right, the harness's expectations were
     not; they pass serially, the command line included. And one where the product was wrong
     (append-periodic-box-to-an-open-box: an append that dropped the new boxes' periodicity)."""
