@@ -19,8 +19,9 @@ def command(file, output, fmt, old_fmt, frame, force, as_json):
     """Write the topology an H5MD file carries (convert --topology stores one) for other programs.
 
     The atoms are the file's own (a --select'ed file gives the selected atoms), with names,
-    types, residues, segments, masses, charges and bonds as the source topology had them, so
-    MDAnalysis, VMD or GROMACS tools can read FILE with it.
+    types, elements, residues, chains, segments, masses, charges and bonds as the source
+    topology had them, as far as the format written holds them, so MDAnalysis, VMD or
+    GROMACS tools can read FILE with it. Positions (PDB, GRO) are those of --frame.
 
     \b
     Examples:

@@ -10,8 +10,8 @@ Importing this package (``import h5mdtool.mdanalysis``) registers with MDAnalysi
   own ``H5MD`` reader stays the default for ``.h5md`` files: choose this one with
   ``format="H5MDTOOL"`` or through :func:`Universe`;
 - a topology parser for H5MD files (formats ``H5MD`` and ``H5MDTOOL``,
-  :class:`~h5mdtool.mdanalysis.topology.H5MDParser`): names, types, residues, segments,
-  masses, charges and bonds as ``h5mdtool convert --topology`` stores them, so
+  :class:`~h5mdtool.mdanalysis.topology.H5MDParser`): names, types, elements, residues,
+  chains, segments, masses, charges and bonds as ``h5mdtool convert --topology`` stores them, so
   ``MDAnalysis.Universe("md.h5md")`` has the atoms' names and residues.
 
 :class:`MPIBackend` runs an MDAnalysis analysis over the ranks of ``mpirun``
