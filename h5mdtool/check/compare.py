@@ -34,7 +34,7 @@ import numpy as np
 from ..formats import TrajectoryIndex, TrajectoryReader, scan, scan_segment
 from ..formats.trajectory import chain_steps
 from ..parallel.errors import H5mdToolError, InputError
-from ..parallel.mpi import agree, balanced_slices, capture_errors, entry_point, root_call
+from ..parallel.mpi import agree, balanced_slices, capture_errors, entry_point, resolve, root_call
 
 FIELDS = ("positions", "velocities", "forces")
 UNITS = {"positions": "nm", "velocities": "nm/ps", "forces": "kJ/(mol nm)", "edges": "nm"}
@@ -109,19 +109,29 @@ def _stored_ids(segment):
         return None
 
 
-def source_atoms(copy_segments, source_segments):
+def source_atoms(copy_segments, source_segments, comm=None):
     """The source's atom for each atom of a copy holding fewer atoms, or None.
 
     A file converted from a selection of atoms (``convert -s``, ``-n``, ``--atom-indices``
     with ``--topology``) stores each atom's index in the source system as ``id``; the
     source's own atoms are ``0, 1, ...``, or its stored ``id`` when it is such a file
     itself. Each of the copy's atoms is matched with the source atom of the same id: None
-    when the copy stores no ids, or an id is not the source's.
+    when the copy stores no ids, its parts store different ids, or an id is not the
+    source's.
+
+    Rank 0 reads the first part's and the source's ids; the other parts are checked by the
+    ranks in turn, so the check does not grow with the number of parts on any one rank.
+    Call it on every rank of *comm*; every rank gets the same answer.
     """
-    ids = _stored_ids(copy_segments[0])
-    if ids is None or any(not np.array_equal(_stored_ids(s), ids) for s in copy_segments[1:]):
+    comm = resolve(comm)
+    ids, source_ids = root_call(
+        comm, lambda: (_stored_ids(copy_segments[0]), _stored_ids(source_segments[0])))
+    if ids is None:
         return None
-    source_ids = _stored_ids(source_segments[0])
+    mine = copy_segments[1 + comm.rank::comm.size]
+    same = all(np.array_equal(_stored_ids(segment), ids) for segment in mine)
+    if not all(comm.allgather(same)):
+        return None
     if source_ids is None:
         source_ids = np.arange(source_segments[0].n_atoms, dtype=np.int64)
     order = np.argsort(source_ids, kind="stable")
@@ -298,7 +308,7 @@ def compare_with_source(paths, sources, *, comm=None, tolerance=None, limit=10, 
     }
     atoms = None
     if copy_index.n_atoms < source_index.n_atoms:
-        atoms = root_call(comm, source_atoms, copy_index.segments, source_index.segments)
+        atoms = source_atoms(copy_index.segments, source_index.segments, comm)
     if copy_index.n_atoms != source_index.n_atoms and atoms is None:
         return result
     result["atoms_by_id"] = atoms is not None

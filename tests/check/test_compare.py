@@ -323,3 +323,30 @@ def test_against_a_selection_without_matching_ids_is_refused(tmp_path, selected)
         report = validate([path], against=[trr])
         rules = [f.rule for f in report.files[0].errors]
         assert rules == ["AGAINST001"] and not report.files[0].comparison["atoms_by_id"], rules
+
+
+@pytest.mark.mpi
+def test_against_parts_of_a_selection_need_the_same_ids_in_every_part(comm, shared_tmp, selected):
+    """Parts split from a file holding a selection are compared by their stored ids; a part
+    storing other ids than the first makes the comparison by id impossible on every rank
+    (each rank checks its share of the parts)."""
+    from h5mdtool import split
+
+    trr, protein, _ = selected
+    outdir = os.path.join(shared_tmp, "protein-parts")
+    split([protein], outdir, 3, comm=comm, format="h5md", progress=False)
+    parts = sorted(os.path.join(outdir, name) for name in os.listdir(outdir) if name.endswith(".h5md"))
+    assert len(parts) == 3
+    report = validate([outdir], comm=comm, against=[trr])
+    assert report.exit_code == 0, [f.message for f in report.files[0].errors]
+    comparison = report.files[0].comparison
+    assert comparison["atoms_by_id"] and comparison["compared_frames"] == 3 and comparison["n_differing"] == 0
+    comm.Barrier()
+    if comm.rank == 0:
+        with h5py.File(parts[2], "r+") as f:
+            ids = f["particles/trajectory/id"][()]
+            f["particles/trajectory/id"][...] = ids[::-1]
+    comm.Barrier()
+    report = validate([outdir], comm=comm, against=[trr], checksums=False)  # the part changed since the split
+    rules = [f.rule for f in report.files[0].errors]
+    assert rules == ["AGAINST001"] and not report.files[0].comparison["atoms_by_id"], rules
