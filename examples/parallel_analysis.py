@@ -41,12 +41,13 @@ def main():
     parser.add_argument("--step", type=int, default=None, help="analyse every STEP-th frame")
     parser.add_argument("--out", default=None, help="save the result as .npy (written by rank 0)")
     parser.add_argument("--check", action="store_true", help="also run serially and compare")
+    parser.add_argument("--progress", action="store_true", help="show the run's progress (rank 0)")
     args = parser.parse_args()
     if len(args.files) > 2:
         parser.error("give the trajectory, or a topology file and the trajectory")
     *topology, trajectory = args.files
 
-    backend = MPIBackend()  # MPI.COMM_WORLD under mpirun, one rank otherwise
+    backend = MPIBackend(progress=args.progress)  # MPI.COMM_WORLD under mpirun, one rank otherwise
     comm = backend.comm
     universe = Universe(trajectory, topology=topology[0] if topology else None)  # h5mdtool's reader
     analysis, key = build(universe, args.analysis, args.select)

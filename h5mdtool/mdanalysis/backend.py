@@ -12,6 +12,7 @@ the blocks' results are exchanged with ``allgather``, so the merge and ``_conclu
 every rank and every rank's ``results`` equal those of a serial run.
 """
 
+import contextlib
 import pickle
 import time
 
@@ -28,6 +29,7 @@ except ImportError:  # MDAnalysis before 2.8 has no analysis backends
 from ..parallel.errors import RemoteRankError, mark_collective
 from ..parallel.mpi import balanced_slices, describe, resolve
 from ..parallel.partition import partition_frames
+from ..parallel.progress import JobShare, progress_bar
 
 
 class _BlockResult:
@@ -57,6 +59,13 @@ class MPIBackend(BackendBase):
         Frames per storage chunk that blocks must not cut. Default: the reader's
         ``chunk_frames`` attribute (h5mdtool's reader), the chunk shape of MDAnalysis's own
         H5MD reader, else 1 (balanced blocks whose sizes differ by one at most).
+    progress : bool, optional
+        Show the run's progress on rank 0, counted in frames of the whole run (rank 0's
+        share of its block, scaled: the ranks' blocks are equal and go at about the same
+        pace). A live bar where rank 0's standard error reaches a terminal (also through
+        ``mpirun``), else a line every 30 s and one at the end (``srun``, batch logs).
+        MDAnalysis refuses ``run(verbose=True)`` with any backend but its serial one; this
+        is the progress of an MPI run. Default False.
 
     Attributes
     ----------
@@ -93,9 +102,10 @@ class MPIBackend(BackendBase):
         # rmsd.results.rmsd is the same array on every rank
     """
 
-    def __init__(self, comm=None, chunk_frames=None):
+    def __init__(self, comm=None, chunk_frames=None, progress=False):
         self.comm = resolve(comm)
         self.chunk_frames = chunk_frames
+        self.progress = progress
         self.last_run = None
         super().__init__(n_workers=self.comm.size)
 
@@ -143,7 +153,8 @@ class MPIBackend(BackendBase):
         outcome = ("empty", None, None)
         if last > first:
             try:
-                outcome = ("ok", pickle.dumps(_computed(func, analysis, indexed[first:last])), None)
+                with self._shown(analysis, len(indexed), last - first):
+                    outcome = ("ok", pickle.dumps(_computed(func, analysis, indexed[first:last])), None)
             except Exception as error:  # noqa: BLE001 - reported to the other ranks, then raised
                 outcome = _failure(error)
         computed = time.perf_counter()
@@ -180,6 +191,34 @@ class MPIBackend(BackendBase):
         except Exception:  # noqa: BLE001 - an exception that does not survive pickling
             raise remote from None
         raise error from remote
+
+    @contextlib.contextmanager
+    def _shown(self, analysis, total, mine):
+        """Count rank 0's frames in a progress display of the whole run while the block is
+        computed (each ``_single_frame`` call, through an instance attribute removed after)."""
+        if not self.progress or self.comm.rank != 0:
+            yield
+            return
+        bar = progress_bar(total, type(analysis).__name__, self.comm, enabled=True)
+        share = JobShare(bar, total, mine)
+        own = vars(analysis)
+        had, before = "_single_frame" in own, own.get("_single_frame")
+        single_frame = analysis._single_frame
+
+        def counted():
+            single_frame()
+            share.update(1)
+
+        own["_single_frame"] = counted
+        try:
+            yield
+            share.finish()
+        finally:
+            if had:
+                own["_single_frame"] = before
+            else:
+                own.pop("_single_frame", None)
+            bar.close()
 
     def _record(self, partition, compute_times, exchange_time):
         self.last_run = {"partition": partition.describe(), "t_compute": compute_times, "t_exchange": exchange_time}

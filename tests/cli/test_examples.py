@@ -63,9 +63,13 @@ def test_parallel_analysis_example_ramachandran(converted, ranks, tmp_path):
     path, psf, source = converted
     out = tmp_path / "angles.npy"
     done = run_script_without_plugin_path(os.path.join("examples", "parallel_analysis.py"),
-                                          [psf, path, "--analysis", "ramachandran", "--check", "--out", out], ranks)
+                                          [psf, path, "--analysis", "ramachandran", "--check", "--out", out,
+                                           "--progress"], ranks)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"ramachandran: {CONVERTED_FRAMES} frames on {ranks or 1} rank(s)" in done.stdout, done.stdout
+    # rank 0 alone reports the run's progress; its standard error is no terminal here: the closing line
+    assert done.stderr.count(f"Ramachandran: {CONVERTED_FRAMES} of {CONVERTED_FRAMES} frames (100%)") == 1, \
+        done.stderr
     expected = Ramachandran(source.select_atoms("protein")).run().results.angles
     np.testing.assert_allclose(np.load(out), expected, atol=1e-3)
 

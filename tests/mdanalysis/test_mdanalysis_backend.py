@@ -220,3 +220,22 @@ def test_serial_without_mpi(universe):
         serial = RMSD(universe, select="name CA").run()
         run = RMSD(universe, select="name CA").run(backend=backend, unsupported_backend=True)
     np.testing.assert_array_equal(run.results.rmsd, serial.results.rmsd)
+
+
+def test_progress_is_shown_by_rank_0_in_frames_of_the_whole_run(comm, universe, capsys):
+    """``MPIBackend(progress=True)``: rank 0 shows the run's progress (here, no terminal: the
+    line at the end, counting every frame of the run), the other ranks nothing; the results
+    are the serial run's and the analysis keeps no trace of the counting."""
+    serial = RMSD(universe, select="name CA").run(start=2)
+    analysis = RMSD(universe, select="name CA")
+    analysis.run(backend=MPIBackend(comm, progress=True), unsupported_backend=True, start=2)
+    np.testing.assert_array_equal(analysis.results.rmsd, serial.results.rmsd)
+    assert "_single_frame" not in vars(analysis)
+    err = capsys.readouterr().err
+    if comm.rank == 0:
+        assert f"RMSD: {serial.n_frames} of {serial.n_frames} frames (100%)" in err, err
+    else:
+        assert err == "", err
+    quiet = RMSD(universe, select="name CA")
+    quiet.run(backend=MPIBackend(comm), unsupported_backend=True, start=2)
+    assert capsys.readouterr().err == ""
