@@ -9,7 +9,7 @@ import pytest
 
 from conftest import run_h5mdtool
 from h5mdtool import split, validate
-from h5mdtool.subfiles import manifest as manifest_module
+from h5mdtool.subfiles import manifest as manifest_module, split as split_module
 from h5mdtool.subfiles.manifest import read_manifest
 
 
@@ -50,6 +50,26 @@ def test_split_records_each_parts_blake2b(comm, split_parts):
         with open(os.path.join(split_parts, part["path"]), "rb") as handle:
             expected = hashlib.blake2b(handle.read(), digest_size=16).hexdigest()
         assert part["checksum"] == f"blake2b-128:{expected}"
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("fixture, key", [("solvated", "XTC"), ("adk", 1)])
+def test_parts_copied_in_many_blocks_are_the_bytes_their_checksums_name(comm, shared_tmp, monkeypatch, request,
+                                                                         fixture, key):
+    """A part is copied in blocks, each hashed in a thread while it is written and the next
+    is read into the other of two buffers: with blocks of an odd size, many to a part, the
+    parts are still the source's bytes (XTC: joined, the whole file) and each records the
+    BLAKE2b of its own bytes."""
+    monkeypatch.setattr(split_module, "COPY_BUFFER", 4093)
+    source = request.getfixturevalue(fixture)[key]
+    directory = _split(comm, shared_tmp, source, "same", nparts=3)
+    document = json.load(open(os.path.join(directory, "manifest.json")))
+    contents = [open(os.path.join(directory, part["path"]), "rb").read() for part in document["parts"]]
+    assert min(len(content) for content in contents) > 20 * 4093
+    for part, content in zip(document["parts"], contents):
+        assert part["checksum"] == f"blake2b-128:{hashlib.blake2b(content, digest_size=16).hexdigest()}"
+    if key == "XTC":
+        assert b"".join(contents) == open(source, "rb").read()
 
 
 @pytest.mark.mpi
