@@ -146,7 +146,30 @@ def checked_part_scans(manifest, frames, group=None, scanned=None):
         problem = clock_problem(manifest, part, *clocks[part.path], others=clocks)
         if problem is not None:
             raise ManifestError(manifest.path, problem)
+    for part in parts:
+        refuse_frames_without_positions(scans[part.path])
     return scans
+
+
+def refuse_frames_without_positions(segment):
+    """Refuse *segment* if one of its frames holds no positions: a TRR saving velocities or
+    forces alone (nstvout != nstxout), an H5MD velocity or force element at steps of its own.
+
+    A single H5MD file is exempt (its frames are the rows of its positions, as MDAnalysis
+    numbers them), not a part of a split trajectory, whose manifest numbers every frame.
+
+    Raises
+    ------
+    InputError
+        Naming the file and its first frame without positions (as the file numbers them).
+    """
+    present = segment.fields.get("positions")
+    kept = segment.kept_frames
+    if present is not None and present[kept].all():
+        return
+    frame = segment.skip if present is None else segment.skip + int(np.flatnonzero(~present[kept])[0])
+    raise InputError(f"{segment.path}: frame {frame} holds no positions (velocities or forces only); "
+                     "bench rmsd reads trajectories whose every frame holds positions")
 
 
 def _scan_part(part, group=None):
@@ -463,13 +486,15 @@ def mdanalysis_reader(piece, h5md_group=None):
     """The MDAnalysis reader class or format name for *piece*.
 
     XTC/TRR: a reader that takes the offsets rank 0 computed, or that this rank scans for a
-    part (nothing written beside the file); H5MD with *h5md_group*: a reader of that particle
-    group (MDAnalysis reads the first one). Each class has a format name of its own, so
-    MDAnalysis's registry of readers is otherwise unchanged.
+    part (nothing written beside the file); H5MD: MDAnalysis's reader of particle group
+    *h5md_group* (None: the first listed, as MDAnalysis reads), leaving out velocities and
+    forces saved at steps of their own (MDAnalysis's reads their rows as if they were the
+    positions'). Each class has a format name of its own, so MDAnalysis's registry of
+    readers is otherwise unchanged.
     """
     if piece.format in ("XTC", "TRR"):
         return _reader_with_offsets(piece.format, piece.frame_offsets())
-    if piece.format == "H5MD" and h5md_group is not None:
+    if piece.format == "H5MD":
         if h5md_group not in _READER_CLASSES:
             _READER_CLASSES[h5md_group] = _h5md_reader(h5md_group)
         return _READER_CLASSES[h5md_group]
@@ -541,5 +566,5 @@ def _h5md_reader(group):
         _select(self)
 
     return type("H5mdToolH5MDReader", (H5MDReader,),
-                {"format": f"H5MDTOOL-H5MD-{group}", "open_trajectory": open_trajectory, "_read_frame": _read_frame,
+                {"format": "H5MDTOOL-H5MD" if group is None else f"H5MDTOOL-H5MD-{group}", "open_trajectory": open_trajectory, "_read_frame": _read_frame,
                  "__setstate__": __setstate__})

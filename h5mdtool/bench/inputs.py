@@ -22,7 +22,7 @@ from ..parallel.mpi import SerialComm, is_parallel, root_call, same_on_every_ran
 from ..subfiles.manifest import MANIFEST_NAME, is_manifest, read_manifest
 from .frames import (
     ManifestFrames, MDAnalysisFrames, Piece, TrajectoryFrames, checked_manifest, checked_part_scans, position_frames,
-    position_times
+    position_times, refuse_frames_without_positions
 )
 
 
@@ -270,21 +270,14 @@ def _check_positions(index):
         Naming the file and its first frame without positions.
     """
     for segment in index.segments:
-        present = segment.fields.get("positions")
-        if segment.format == "H5MD" or (present is not None and present[segment.kept_frames].all()):
-            continue
-        frame = segment.skip if present is None else segment.skip + int(np.flatnonzero(~present[segment.kept_frames])[0])
-        raise InputError(f"{segment.path}: frame {frame} holds no positions (velocities or forces only); "
-                         "bench rmsd reads trajectories whose every frame holds positions")
+        if segment.format != "H5MD":
+            refuse_frames_without_positions(segment)
 
 
 def _inspect_manifest(path, group):
     manifest = checked_manifest(path)
     if group is not None and manifest.format != "H5MD":
         raise InputError(f"--group chooses an H5MD particle group; the parts of {path} are {manifest.format}")
-    if manifest.format == "TRR":  # a TRR may save velocities or forces alone (nstvout != nstxout)
-        for part in manifest.parts:
-            _check_positions(TrajectoryIndex([scan_segment(part.path)]))
     layout = {"layout": "split", "parts": len(manifest.parts), "manifest": manifest.path}
     return InputInfo(kind="split", path=manifest.path, format=manifest.format, n_frames=manifest.n_frames,
                      n_atoms=manifest.n_atoms, files=[_stat(part.path) for part in manifest.parts],

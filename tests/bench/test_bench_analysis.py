@@ -405,6 +405,46 @@ def test_h5md_velocities_at_their_own_steps(tmp_path, adk, engine):
     result = bench_rmsd(path, adk[0], block_frames=6, engine=engine)
     close(result, mdanalysis_rmsd(*adk, stop=20))
     assert result["report"]["n_frames"] == 20
+    # split, the frames between the positions' are frames of the manifest: refused, each
+    # part's first such frame named (the blocks engine said the part held 7 frames, not the
+    # manifest's 10; the frames engine crashed with IndexError)
+    parts = str(tmp_path / "parts")
+    split(path, parts, 3, progress=False)
+    with pytest.raises(InputError, match="part-0001.h5md: frame 1 holds no positions"):
+        bench_rmsd(os.path.join(parts, "manifest.json"), adk[0], engine=engine)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("engine", ["blocks", "frames"])
+def test_split_h5md_with_velocities_at_some_position_steps(comm, shared_tmp, adk, engine):
+    """Velocities saved at every third position frame (steps of their own, rows fewer than
+    the positions'): the H5MD parts of a split keep them so, and bench reads the parts as
+    it reads the whole file (make fuzz cases 481-482, seed 3690965464: the frames engine
+    read the parts with MDAnalysis's own H5MD reader, which read velocity row 6 of a part
+    holding 6, IndexError)."""
+    import h5py
+
+    path = os.path.join(shared_tmp, "every-third.h5md")
+    convert(adk[1], path, comm=comm, progress=False, stop=20)
+    if comm.rank == 0:
+        with h5py.File(path, "r+") as handle:
+            group = handle["particles/trajectory"]
+            velocity = group.create_group("velocity")
+            velocity["value"] = np.ones((7, 3341, 3), np.float32)
+            velocity["value"].attrs["unit"] = "nm ps-1"
+            velocity["step"] = group["position/step"][::3]
+            velocity["time"] = group["position/time"][::3]
+            velocity["time"].attrs["unit"] = "ps"
+    comm.Barrier()
+    parts = os.path.join(shared_tmp, "every-third-parts")
+    split(path, parts, 3, comm=comm, progress=False)
+    comm.Barrier()
+    reference = mdanalysis_rmsd(*adk, stop=20)
+    for source in (path, os.path.join(parts, "manifest.json")):
+        result = bench_rmsd(source, adk[0], comm=comm, block_frames=4, engine=engine)
+        if comm.rank == 0:
+            close(result, reference)
+            assert result["report"]["n_frames"] == 20
 
 
 def test_group_option_needs_h5md(adk):

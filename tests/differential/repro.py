@@ -82,6 +82,10 @@ def recipes():
     own_rate = _h5md()
     own_rate.velocities = np.random.default_rng(3).normal(0, 1, (3, 4, 3))
     own_rate.velocity_rate, own_rate.has_velocities = 2, np.array([True, False, True])
+    split_own_rate = _xtc(n_frames=9)
+    split_own_rate.format, split_own_rate.writer = "h5md", "h5py"
+    split_own_rate.velocities = np.random.default_rng(4).normal(0, 1, (9, 4, 3))
+    split_own_rate.velocity_rate, split_own_rate.has_velocities = 3, np.arange(9) % 3 == 0
     natoms = _xtc(n_frames=3, n_atoms=20, natoms_change_frame=1)
     truncated = _xtc(n_frames=3, extra={"truncate": ("header", 0.5)})
     no_positions = _trr(has_positions=np.array([True, False, True]))
@@ -154,6 +158,13 @@ def recipes():
             Case("validate", [timed, untimed], NAMES, {"mutation": None, "on_overlap": "drop"}, cli=True),
             "two H5MD segments, one without time, validate --against them: refused in one line "
             "(make fuzz case 1593)"),
+        "bench-frames-split-h5md-own-rate-velocity": (
+            Case("bench", [split_own_rate], NAMES, {"select": "all", "ref_frame": 0, "engine": "frames",
+                                                    "block_frames": 1, "input": "split"}, cli=True),
+            "an H5MD file with velocities at every third position frame (steps of their own) split in 3 "
+            "H5MD parts, bench rmsd --engine frames: the parts are read as the file is (make fuzz cases "
+            "481-482, seed 3690965464: MDAnalysis's H5MD reader read a velocity row past the part's last, "
+            "IndexError)"),
         "bench-split-swapped-parts": (
             Case("bench", [_xtc(n_frames=6)], NAMES, {"select": "all", "ref_frame": 0, "engine": "blocks",
                                                       "block_frames": 2, "input": "split-swapped"}, cli=True),

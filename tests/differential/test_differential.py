@@ -56,6 +56,7 @@ def test_expected_errors_allow_frames_a_coarse_precision_rounds_to_zero():
                                   "precision-positions-beyond-int32",
                                   "bench-frames-h5md-fixed-box",
                                   "bench-split-swapped-parts",
+                                  "bench-frames-split-h5md-own-rate-velocity",
                                   "bench-split-copied-parts",
                                   "append-damaged-xtc-frame",
                                   "append-damaged-xtc-frame-on-overlap-later",
@@ -67,8 +68,10 @@ def test_harness_regressions_pass(tmp_path, name):
     3846512740), 249 (seed 1375767528), 496 (seed 3731942123), 387/389 (seed
     1746975965), 1038-1041 (seed 3202204358) and 78-83 (seed 3388510319), rebuilt by hand
     (tests/differential/repro.py): the product was right, the harness's expectations were
-    not; they pass serially, the command line included. And one where the product was wrong
-    (append-periodic-box-to-an-open-box: an append that dropped the new boxes' periodicity)."""
+    not; they pass serially, the command line included. And two where the product was wrong
+    (append-periodic-box-to-an-open-box: an append that dropped the new boxes' periodicity;
+    bench-frames-split-h5md-own-rate-velocity, make fuzz cases 481-482, seed 3690965464:
+    bench's frames engine crashed on the parts)."""
     import io
 
     from .repro import recipes
