@@ -155,8 +155,9 @@ def refuse_frames_without_positions(segment):
     """Refuse *segment* if one of its frames holds no positions: a TRR saving velocities or
     forces alone (nstvout != nstxout), an H5MD velocity or force element at steps of its own.
 
-    A single H5MD file is exempt (its frames are the rows of its positions, as MDAnalysis
-    numbers them), not a part of a split trajectory, whose manifest numbers every frame.
+    Callers exempt a single H5MD file, whose frames are the rows of its positions (as
+    MDAnalysis numbers them); not the parts of a split trajectory, whose manifest numbers
+    every frame of each part.
 
     Raises
     ------
@@ -566,5 +567,5 @@ def _h5md_reader(group):
         _select(self)
 
     return type("H5mdToolH5MDReader", (H5MDReader,),
-                {"format": "H5MDTOOL-H5MD" if group is None else f"H5MDTOOL-H5MD-{group}", "open_trajectory": open_trajectory, "_read_frame": _read_frame,
-                 "__setstate__": __setstate__})
+                {"format": "H5MDTOOL-H5MD" if group is None else f"H5MDTOOL-H5MD-{group}",
+                 "open_trajectory": open_trajectory, "_read_frame": _read_frame, "__setstate__": __setstate__})
