@@ -35,7 +35,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import H5MDTOOL, ROOT, check, machine, output_of, save  # noqa: E402
+from common import H5MDTOOL, ROOT, check, machine, named_inputs, output_of, save, warm  # noqa: E402
 from data import DATA, repeated_solvated_xtc, repeated_xtc, solvated_topology, topology  # noqa: E402
 
 #: The user code; argv: side (xtc|h5mdtool), work, topology, trajectory. Prints JSON: seconds
@@ -93,10 +93,11 @@ def _measure(arguments):
 
 def timed_work(entries, repeat):
     """Medians (work wall, CPU, open) of each (key, label, arguments), interleaved over
-    *repeat* rounds."""
+    *repeat* rounds; the files each run reads are read into the page cache just before it."""
     runs = {entry[0]: [] for entry in entries}
     for _ in range(repeat):
         for key, _, arguments in entries:
+            warm(named_inputs(arguments))
             runs[key].append(_measure(arguments))
     results = {}
     for key, label, arguments in entries:
@@ -109,14 +110,6 @@ def timed_work(entries, repeat):
     return results
 
 
-def _warm(paths):
-    """Read every input once, so no side pays for the disk."""
-    for path in paths:
-        with open(path, "rb") as handle:
-            while handle.read(64 * 1024**2):
-                pass
-
-
 def bench_system(name, xtc, top, repeat, random_layouts=()):
     """Every work on the XTC and on each conversion of *xtc*, and random access on the
     conversions *random_layouts* (labels -> options) too; the checks against the targets."""
@@ -124,7 +117,6 @@ def bench_system(name, xtc, top, repeat, random_layouts=()):
     extra = {label: converted(xtc, options) for label, options in dict(random_layouts).items()}
     print(f"\n== MDAnalysis through h5mdtool.mdanalysis, {name}", flush=True)
     _measure(["xtc", "iterate", top, xtc])  # MDAnalysis's XTC offsets, made once and stored beside the XTC
-    _warm([xtc, *files.values(), *extra.values()])
     result = {"system": name, "xtc": xtc, "checks": []}
     for work in ("iterate", "random", "rmsd", "rmsf"):
         chosen = {**files, **extra} if work == "random" else files

@@ -31,7 +31,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_rmsd import with_topology  # noqa: E402
-from common import H5MDTOOL, check, mpirun_bound, output_of, run_sizes  # noqa: E402
+from common import H5MDTOOL, check, mpirun_bound, named_inputs, output_of, run_sizes, warm  # noqa: E402
 from data import DATA, repeated_xtc, topology  # noqa: E402
 
 from h5mdtool.bench.model import fit, predict  # noqa: E402
@@ -55,6 +55,7 @@ def bench_report(path, n_ranks, report):
     stored = path.endswith(".h5md")
     command = mpirun_bound(n_ranks) + [H5MDTOOL, "bench", "rmsd", path, *([] if stored else ["-t", topology()]),
                                        "--no-progress", "--out", report, "--force"]
+    warm(named_inputs(command))
     output_of(command)
     with open(report) as handle:
         document = json.load(handle)
@@ -98,10 +99,6 @@ def bench(repeats, repeat):
     xtc = repeated_xtc(repeats)
     inputs = {"H5MD, uncompressed": with_topology(xtc, repeats), "XTC": xtc, "XTC, 2 parts": split_parts(xtc, repeats)}
     print(f"\n== bench rmsd scaling, AdK {repeats}x, 1 and 2 ranks (one core each)", flush=True)
-    for path in inputs.values():  # into the page cache
-        subprocess.run(["cat"] + ([path] if os.path.isfile(path) else
-                                  [os.path.join(path, name) for name in sorted(os.listdir(path))]),
-                       check=True, stdout=subprocess.DEVNULL)
     result = {"repeats": repeats, "inputs": {}}
     checks = []
     scratch = tempfile.mkdtemp(prefix="h5mdtool-scaling-")
