@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import MPIRUN, ROOT, check, run_sizes  # noqa: E402
+from common import MPIRUN, ROOT, check, run_sizes, warm  # noqa: E402
 from data import repeated_xtc  # noqa: E402
 
 SCAN = """
@@ -72,9 +72,7 @@ def bench(repeats, repeat):
     xtc = repeated_xtc(repeats)
     print(f"\n== XTC frame offsets, AdK {repeats}x ({os.path.getsize(xtc) / 1e6:.0f} MB, {98 * repeats} frames)",
           flush=True)
-    with open(xtc, "rb") as handle:  # into the page cache
-        while handle.read(64 << 20):
-            pass
+    warm([xtc])
     with tempfile.TemporaryDirectory() as directory:
         one = scan(xtc, 1, max(repeat, 3), directory)
         two = scan(xtc, 2, max(repeat, 3), directory)

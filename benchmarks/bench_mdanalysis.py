@@ -35,7 +35,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import H5MDTOOL, ROOT, check, machine, named_inputs, output_of, save, warm  # noqa: E402
+from common import H5MDTOOL, ROOT, check, machine, output_of, save, warm_inputs  # noqa: E402
 from data import DATA, repeated_solvated_xtc, repeated_xtc, solvated_topology, topology  # noqa: E402
 
 #: The user code; argv: side (xtc|h5mdtool), work, topology, trajectory. Prints JSON: seconds
@@ -97,7 +97,7 @@ def timed_work(entries, repeat):
     runs = {entry[0]: [] for entry in entries}
     for _ in range(repeat):
         for key, _, arguments in entries:
-            warm(named_inputs(arguments))
+            warm_inputs(arguments)
             runs[key].append(_measure(arguments))
     results = {}
     for key, label, arguments in entries:

@@ -20,14 +20,14 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import check, mpirun_bound, named_inputs, output_of, run_sizes, warm  # noqa: E402
+from common import check, mpirun_bound, output_of, run_sizes, warm_inputs  # noqa: E402
 from data import DATA, repeated_xtc, topology  # noqa: E402
 
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mdanalysis_run.py")
 
 
 def _run(command):
-    warm(named_inputs(command))
+    warm_inputs(command)
     return json.loads(output_of(command).strip().splitlines()[-1])
 
 

@@ -31,7 +31,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_rmsd import with_topology  # noqa: E402
-from common import H5MDTOOL, check, mpirun_bound, named_inputs, output_of, run_sizes, warm  # noqa: E402
+from common import H5MDTOOL, check, mpirun_bound, output_of, run_sizes, warm_inputs  # noqa: E402
 from data import DATA, repeated_xtc, topology  # noqa: E402
 
 from h5mdtool.bench.model import fit, predict  # noqa: E402
@@ -55,7 +55,7 @@ def bench_report(path, n_ranks, report):
     stored = path.endswith(".h5md")
     command = mpirun_bound(n_ranks) + [H5MDTOOL, "bench", "rmsd", path, *([] if stored else ["-t", topology()]),
                                        "--no-progress", "--out", report, "--force"]
-    warm(named_inputs(command))
+    warm_inputs(command)
     output_of(command)
     with open(report) as handle:
         document = json.load(handle)

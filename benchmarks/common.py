@@ -95,7 +95,7 @@ def output_of(command, env=None):
     return done.stdout
 
 
-def named_inputs(arguments, outputs=()):
+def _named_inputs(arguments, outputs=()):
     """The benchmark inputs a command line names: its arguments that are files under
     ``benchmarks/data``, and the files of a directory there (a split trajectory; its
     ``manifest.json`` stands for them too), *outputs* left out."""
@@ -124,19 +124,25 @@ def warm(paths):
     Reading it just before each run costs untimed seconds and keeps every timed run on
     the page cache, where the figures are set.
     """
+    block = bytearray(16 << 20)
     for path in paths:
         with open(path, "rb", buffering=0) as handle:
-            block = bytearray(16 << 20)
             while handle.readinto(block):
                 pass
+
+
+def warm_inputs(arguments, outputs=()):
+    """:func:`warm` the benchmark inputs command line *arguments* names (files and split
+    directories under ``benchmarks/data``), its *outputs* left out."""
+    warm(_named_inputs(arguments, outputs))
 
 
 def timed(label, command, repeat=1, env=None, outputs=()):
     """Run *command* *repeat* times; print and return the median time and peak memory.
 
     Before each run the *outputs* are removed and dirty pages flushed (``os.sync``), so no
-    run pays for writing back the previous run's output, and the inputs it names
-    (:func:`named_inputs`) are read into the page cache (:func:`warm`).
+    run pays for writing back the previous run's output, and the inputs it names are
+    read into the page cache (:func:`warm_inputs`).
     """
     return timed_interleaved([(None, label, command)], repeat, env=env, outputs=outputs)[None]
 
@@ -154,7 +160,7 @@ def timed_interleaved(entries, repeat=1, env=None, outputs=()):
     env : dict, optional
         Environment of the commands.
     outputs : paths removed (and flushed) before every run
-        The inputs each command names are read into the page cache before it runs (:func:`warm`).
+        The inputs each command names are read into the page cache before it runs (:func:`warm_inputs`).
 
     Returns
     -------
@@ -168,7 +174,7 @@ def timed_interleaved(entries, repeat=1, env=None, outputs=()):
             for path in outputs:
                 remove(path)
             os.sync()
-            warm(named_inputs(command, outputs))
+            warm_inputs(command, outputs)
             seconds, peak = run(command, env=env)
             times[key].append(seconds)
             peaks[key].append(peak)
