@@ -27,7 +27,7 @@ help:
 	@echo "make test      install, then pytest serially and under mpirun -n 2 and -n 3, then the"
 	@echo "               differential harness (DIFF_EXAMPLES=$(DIFF_EXAMPLES) cases at 1, 2 and 3 ranks)"
 	@echo "make fuzz      the differential harness's long profile (FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) cases)"
-	@echo "make bench     benchmarks against the peers named in benchmarks/README.md"
+	@echo "make bench     benchmarks against their peers, in the same run (docs/performance.md)"
 
 install:
 	@VENV=$(VENV) tools/install.sh

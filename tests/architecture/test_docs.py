@@ -67,7 +67,7 @@ def _missing_paths(relative):
     text = _read(relative)
     for match in PATH.finditer(text):
         path, test = match.group(1).rstrip(".,;:"), match.group(2)
-        if path.startswith(GENERATED):
+        if (path.rstrip("/") + "/").startswith(GENERATED):
             continue
         if "*" in path:
             if not glob.glob(os.path.join(ROOT, path)):
@@ -109,6 +109,21 @@ def test_repository_paths_exist(doc):
     """Every file or directory of the repository a document names exists."""
     missing = _missing_paths(doc)
     assert missing == [], f"{doc} names paths the repository does not hold: {missing}"
+
+
+#: Texts besides the documents that point users at files: the Makefile's help, the
+#: commands' help, the examples and tools.
+POINTING_TEXTS = ["Makefile"] + sorted(
+    os.path.relpath(path, ROOT) for pattern in ("h5mdtool/cli/*.py", "examples/*", "tools/*")
+    for path in glob.glob(os.path.join(ROOT, pattern)) if os.path.isfile(path))
+
+
+@pytest.mark.parametrize("text", POINTING_TEXTS)
+def test_help_and_tools_name_existing_paths(text):
+    """Every file or directory of the repository the Makefile, a command's help, an example or a
+    tool names exists (``make help`` named a benchmarks/README.md the repository never held)."""
+    missing = _missing_paths(text)
+    assert missing == [], f"{text} names paths the repository does not hold: {missing}"
 
 
 def _repository_texts():
