@@ -157,9 +157,10 @@ def layout_notes(layout):
     elif layout.compression == "lzf":
         notes.append(f"compressed with lzf: {LZF_HINT}")
     if layout.filtered and not layout.contiguous and layout.chunk_frames > 1:
-        notes.append(f"{layout.chunk_frames} frames per compressed chunk: block readers (bench rmsd, h5py slices) "
-                     "decompress each chunk once, but MDAnalysis 2.11 decompresses a whole chunk for every frame "
-                     "it reads; for frame-by-frame analysis with MDAnalysis, convert with --chunk-frames 1")
+        notes.append(f"{layout.chunk_frames} frames per compressed chunk: block readers (bench rmsd, h5py slices, "
+                     "h5mdtool.mdanalysis.Universe for MDAnalysis) decompress each chunk once, but MDAnalysis "
+                     "2.11's own H5MD reader decompresses a whole chunk for every frame it reads (convert with "
+                     "--chunk-frames 1 for it), and random access decodes a chunk per frame with any reader")
     return notes
 
 
@@ -565,9 +566,10 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
         rank, 2 MiB per rank on several (:func:`default_block_bytes`).
     threads : int, optional
         Threads of each process that compress chunks outside HDF5
-        (:mod:`~h5mdtool.h5md.chunkwriter`). One process: default HDF5's own filters, faster
-        on the machines measured. Several ranks compressing their own chunks
-        (*parallel_compression*): default 1 per rank.
+        (:mod:`~h5mdtool.h5md.chunkwriter`); 0 leaves them to HDF5's filters. One process:
+        default one per core for gzip, HDF5's own filters for the other codecs
+        (:func:`~h5mdtool.h5md.chunkwriter.encoding_threads`). Several ranks compressing their
+        own chunks (*parallel_compression*): default 1 per rank.
     parallel_compression : {"hdf5", "ranks"}
         Compressed layouts written by several ranks: parallel HDF5 compresses inside its
         collective writes (``hdf5``, the default), or each rank compresses its own chunks and
@@ -626,7 +628,7 @@ def convert(inputs, output, *, comm=None, topology=None, select=None, index_file
     elif not direct_chunk_writes(layout, comm):
         threads = None
     else:
-        threads = encoding_threads(threads)
+        threads = encoding_threads(threads, codec(layout.compression), comm)
     block_bytes = block_bytes or default_block_bytes(comm.size)
     plan.provenance["mpi_io_hints"] = layout.mpi_hints() if comm.size > 1 and not gathered else {}
     plan.provenance["compression_threads"] = threads

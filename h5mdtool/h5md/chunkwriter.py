@@ -5,8 +5,9 @@ thread that writes. With ``--threads N``, when one process writes the file, conv
 encodes the chunks of per-atom datasets itself (:mod:`.chunkcodec`: the dataset's own
 filters, read back by any HDF5 reader) in a pool of threads while the next block of frames
 is being decoded, and stores them with HDF5's direct chunk write (``H5Dwrite_chunk``)
-(:class:`DirectChunkWriter`). It is opt-in: on the 2-core machine measured, HDF5's filters
-were faster (docs/performance.md).
+(:class:`DirectChunkWriter`). It is the default for gzip, whose compressing outweighs
+decoding (:func:`encoding_threads`); for the fast codecs HDF5's filters were as fast on the
+2-core machine measured (docs/performance.md).
 
 Under MPI, by default, the ranks write filtered datasets collectively through parallel HDF5;
 direct chunk writes by several ranks into one file opened with MPI-IO hang in the collective
@@ -29,15 +30,23 @@ from .chunkcodec import FilterPipeline, row_offsets
 _SERIES = ("edges", "step", "time")
 
 
-def encoding_threads(asked=None):
+def encoding_threads(asked=None, codec=None, comm=None):
     """Threads that compress chunks (``--threads``), or None to leave the filters to HDF5.
 
-    Opt-in: on the 2-core development machine HDF5's filters, run inside ``H5Dwrite`` while
-    a thread decodes the next frames, were faster than h5mdtool's threads (each chunk hands
-    the GIL back and forth with the decoding thread: docs/performance.md); whether more
-    cores turn that around was not measured.
+    *asked* 0: None, HDF5's filters. Without *asked*: the cores this process may use (:func:`~h5mdtool.parallel.mpi.threads_per_rank`
+    of *comm*) for a *codec* (:class:`~h5mdtool.h5md.codecs.Codec`) that compresses in
+    threads by default (gzip: 600x AdK on 2 cores in 36 s against 70 s with HDF5's filter,
+    docs/performance.md), else None. For the fast codecs HDF5's filters, run inside
+    ``H5Dwrite`` while a thread decodes the next frames, were as fast on the 2-core
+    development machine (each chunk hands the GIL back and forth with the decoding thread).
     """
-    return None if asked is None else max(1, int(asked))
+    if asked is not None:
+        return max(1, int(asked)) if int(asked) else None
+    if codec is not None and codec.threads_by_default:
+        from ..parallel.mpi import threads_per_rank
+
+        return threads_per_rank(comm)
+    return None
 
 
 class DirectChunkWriter:

@@ -44,6 +44,11 @@ class Codec:
     outside : bool
         Whether h5mdtool compresses chunks itself, in threads (:mod:`.chunkcodec`): every
         filter but h5py's lzf, which only h5py's HDF5 can run.
+    threads_by_default : bool
+        Whether one process writing a file compresses its chunks in h5mdtool's threads
+        unless told otherwise (``convert --threads``): where compressing costs far more than
+        decoding the input (gzip), the threads pay; for the fast codecs HDF5's filters,
+        inside its writes, were as fast (docs/performance.md).
     summary : str
     """
 
@@ -56,6 +61,7 @@ class Codec:
     own_shuffle: bool = False
     parallel: bool = True
     outside: bool = True
+    threads_by_default: bool = False
     summary: str = ""
 
     def check_level(self, level):
@@ -121,7 +127,8 @@ LZF_HINT = ("only h5py reads lzf (it bundles the filter; hdf5plugin has none): h
 
 CODECS = {
     "none": Codec("none", outside=False, summary="no compression"),
-    "gzip": Codec("gzip", 1, levels=(0, 9), default_level=4, summary="deflate (zlib), built into every HDF5"),
+    "gzip": Codec("gzip", 1, levels=(0, 9), default_level=4, threads_by_default=True,
+                  summary="deflate (zlib), built into every HDF5"),
     "lzf": Codec("lzf", 32000, parallel=False, outside=False, summary="lzf, shipped with h5py (serial writes only)"),
     "zstd": Codec("zstd", 32015, plugin=True, levels=(1, 22), default_level=3,
                   summary="Zstandard, with HDF5's byte shuffle (hdf5plugin)"),

@@ -27,10 +27,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..conversion.atomselect import first_selected_frame, resolve_atoms
-from ..conversion.convert import ConvertPlan, choose_split_xyz, write_h5md_file
+from ..conversion.convert import ConvertPlan, choose_split_xyz, encoded_outside_hdf5, write_h5md_file
 from ..formats import check_trajectory, detect_format, scan
 from ..formats.frametimes import check_one_selection, describe_frames, select_trajectory_frames
 from ..formats.registry import NAMED_FORMATS
+from ..h5md.chunkwriter import encoding_threads
+from ..h5md.codecs import codec
 from ..h5md.layout import Layout
 from ..h5md.provenance import base_record
 from ..h5md.topology import carries_topology, load_topology, write_topology
@@ -461,7 +463,7 @@ def _write_xdr_part(path, plan, frames, label, hasher):
                 _copy_range(source, target, begin, end, hasher)
 
 
-def _write_h5md_part(path, plan, number, label):
+def _write_h5md_part(path, plan, number, label, threads=None):
     start, stop = plan.parts[number]
     frames = plan.part_frames(number)
     groups = plan.index.element_groups(frames, plan.fields)
@@ -470,7 +472,7 @@ def _write_h5md_part(path, plan, number, label):
         index=plan.index, layout=plan.layout, frames=frames, atom_indices=plan.atom_indices,
         groups=groups, temporary=path, output=path, provenance=record,
     )
-    write_h5md_file(path, part_plan, comm=SerialComm(), bar=_Silent(), label=label)
+    write_h5md_file(path, part_plan, comm=SerialComm(), bar=_Silent(), label=label, threads=threads)
     segments = plan.index.segments
     if len(segments) == 1 and segments[0].format == "H5MD":
         from ..conversion.relayout import carry_over
@@ -498,14 +500,16 @@ def _part_clock(index, frames):
     }
 
 
-def _write_part(plan, number):
-    """Write part *number* into the temporary directory; return its size, clock and checksum."""
+def _write_part(plan, number, threads=None):
+    """Write part *number* into the temporary directory (an H5MD part's chunks compressed in
+    *threads* threads of h5mdtool's, None: by HDF5's filters); return its size, clock and
+    checksum."""
     frames = plan.part_frames(number)
     path = os.path.join(plan.temporary, plan.names[number])
     label = os.path.join(plan.output, plan.names[number])
     with write_failures_reported(path, label):
         if plan.part_format == "H5MD":
-            _write_h5md_part(path, plan, number, label)
+            _write_h5md_part(path, plan, number, label, threads)
             checksum = file_checksum(path)  # HDF5 writes the file: hashed once complete
         else:
             hasher = new_checksum()
@@ -688,6 +692,9 @@ def split(inputs, outdir, nparts, *, comm=None, format=None, start=None, stop=No
     )
     plan.index = index
     mine = balanced_slices(len(plan.parts), comm.size)[comm.rank]
+    threads = None
+    if plan.part_format == "H5MD" and plan.layout is not None and encoded_outside_hdf5(plan.layout):  # each rank writes its parts alone
+        threads = encoding_threads(None, codec(plan.layout.compression), comm)
     results = {}
     with cleanup_on_abort(functools.partial(_discard, plan)):
         root_call(comm, _create_directories, plan)
@@ -695,7 +702,7 @@ def split(inputs, outdir, nparts, *, comm=None, format=None, start=None, stop=No
         with progress_bar(my_frames, f"split (rank 0 of {comm.size})", comm, enabled=progress) as bar:
             with capture_errors() as failure:
                 for number in range(*mine):
-                    results[number] = _write_part(plan, number)
+                    results[number] = _write_part(plan, number, threads)
                     delay("split-part", comm.rank)
                     bar.update(plan.parts[number][1] - plan.parts[number][0])
             agree(comm, failure[0])

@@ -424,8 +424,97 @@ def test_damaged_chunk_named_by_its_first_frame(tmp_path, adk, zstd_adk, chunk, 
         assert "Traceback" not in done.stderr
 
 
-def test_encoding_threads_are_opt_in(tmp_path, adk):
-    """HDF5's filters by default (faster on the machine measured: docs/performance.md); --threads as given."""
+def test_encoding_threads_by_codec(tmp_path, adk, adk_frames):
+    """--threads as given; by default h5mdtool's threads for gzip, whose compressing outweighs
+    decoding (one per core), and HDF5's filters for the fast codecs (as fast on the machine
+    measured: docs/performance.md)."""
     assert encoding_threads() is None and encoding_threads(1) == 1 and encoding_threads(4) == 4
+    assert encoding_threads(0, codec("gzip"), SerialComm()) is None  # --threads 0: HDF5's filters
+    assert encoding_threads(None, codec("zstd"), SerialComm()) is None
+    assert encoding_threads(None, codec("gzip"), SerialComm()) == threads_per_rank(SerialComm())
+    assert encoding_threads(2, codec("zstd"), SerialComm()) == 2
     summary = convert(adk[1], str(tmp_path / "z.h5md"), compression="zstd", stop=4, progress=False)
     assert summary["threads"] is None
+    summary = convert(adk[1], str(tmp_path / "h.h5md"), compression="gzip", stop=4, threads=0, progress=False)
+    assert summary["threads"] is None
+    summary = convert(adk[1], str(tmp_path / "g.h5md"), compression="gzip", stop=4, progress=False)
+    assert summary["threads"] == threads_per_rank(SerialComm())
+    with h5py.File(str(tmp_path / "g.h5md"), "r") as handle:
+        record = json.loads(handle["parameters/h5mdtool"].attrs["json"])
+        assert record["compressed_by"] == "threads"
+        np.testing.assert_array_equal(handle[f"{TRAJ}/position/value"][()], adk_frames[:4])
+    with h5py.File(str(tmp_path / "h.h5md"), "r") as handle:
+        assert json.loads(handle["parameters/h5mdtool"].attrs["json"])["compressed_by"] == "hdf5"
+        np.testing.assert_array_equal(handle[f"{TRAJ}/position/value"][()], adk_frames[:4])
+
+
+@pytest.mark.parametrize("planes", [1, 4, 8])
+@pytest.mark.parametrize("size", [0, 1, 7, 4096, 4099, 200_000])
+@pytest.mark.parametrize("kind", ["random", "zeros", "mixed"])
+def test_deflate_planes_is_a_zlib_stream_of_the_data(planes, size, kind):
+    """Whatever the planes and the data (none, a partial element, planes of 64 KiB and more),
+    zlib and libdeflate inflate the stream to the data, and the Adler-32 is zlib's."""
+    import zlib
+
+    from h5mdtool.h5md.chunkcodec import deflate_planes, inflate
+
+    rng = np.random.default_rng(size)
+    data = rng.integers(0, 256, size, dtype=np.uint8)
+    if kind == "zeros":
+        data[:] = 0
+    elif kind == "mixed":  # the first half of the planes constant, the rest random
+        data[: size // 2] = 7
+    stream = deflate_planes(data.tobytes(), 4, planes)
+    assert zlib.decompress(stream) == data.tobytes()
+    assert bytes(inflate(stream, size)) == data.tobytes()
+    assert stream[:2] == zlib.compress(b"", 4)[:2]
+    assert int.from_bytes(stream[-4:], "big") == zlib.adler32(data.tobytes())
+
+
+def test_deflate_planes_stores_the_planes_deflate_barely_shrinks():
+    """A shuffled float32 chunk whose mantissa planes are random and whose exponent plane is
+    constant: the random planes go into the stream as they are (found verbatim in it), the
+    constant one is deflated, and the stream is no larger than zlib's of the whole chunk
+    plus a few bytes a plane."""
+    import zlib
+
+    from h5mdtool.h5md.chunkcodec import STORED_BELOW, deflate_planes
+
+    rng = np.random.default_rng(1)
+    n = 30_000
+    planes = [rng.integers(0, 256, n, dtype=np.uint8).tobytes() for _ in range(3)] + [bytes([0x41]) * n]
+    chunk = b"".join(planes)
+    stream = deflate_planes(chunk, 4, 4)
+    for plane in planes[:3]:
+        assert len(zlib.compress(plane, 4)) > (1 - STORED_BELOW) * len(plane)
+        assert plane[:20000] in stream and plane[-10000:] in stream  # stored blocks hold at most 65535 bytes
+    assert planes[3][:1000] not in stream
+    assert len(stream) <= len(zlib.compress(chunk, 4)) + 4 * 16
+
+
+def test_gzip_chunks_read_back_through_hdf5_and_the_reader(tmp_path):
+    """Chunks of a --compression gzip file written by h5mdtool's threads (planes deflated apart)
+    decode with HDF5's own deflate filter and with h5mdtool's chunk reader to the values written."""
+    from h5mdtool.h5md.chunkcodec import ChunkReader
+
+    rng = np.random.default_rng(3)
+    values = (rng.standard_normal((9, 50, 3)) * 3).astype(np.float32)
+    values[:, :10] = 1.5  # planes of every kind in one chunk
+    path = str(tmp_path / "x.h5")
+    with h5py.File(path, "w") as handle:
+        dataset = _dataset(handle, "x", values.shape, 4, "float32", "gzip", True)
+        pipeline = FilterPipeline.of(dataset)
+        for first in range(0, 9, 4):
+            chunk = np.zeros((4, 50, 3), np.float32)
+            chunk[: len(values[first:first + 4])] = values[first:first + 4]
+            stored, mask = pipeline.encode(chunk)
+            dataset.id.write_direct_chunk((first, 0, 0), stored, filter_mask=mask)
+    with h5py.File(path, "r") as handle:
+        np.testing.assert_array_equal(handle["x"][()], values)
+        out = np.empty_like(values)
+        reader = ChunkReader(2)
+        try:
+            assert reader.read(handle["x"], 0, 9, (0, 50), out)
+        finally:
+            reader.close()
+        np.testing.assert_array_equal(out, values)

@@ -93,7 +93,9 @@ def test_mdanalysis_reads_int32_pm_in_angstrom(tmp_path, grid_positions):
 @pytest.mark.parametrize("key", ["i32-shuffle-gzip4", "i32-shuffle-zstd3", "i32-bshuf-lz4", "i32-blosc2-shuffle-zstd5",
                                  "f32-blosc2-bitshuffle-zstd1", "f32-sz-abs", "f32-zfp-acc"])
 def test_chunks_compressed_outside_hdf5_are_hdf5s_bytes(tmp_path, grid_positions, key):
-    """FilterPipeline gives the bytes HDF5's own filters write (SZ and ZFP too), and direct chunk writes read back."""
+    """FilterPipeline gives the bytes HDF5's own filters write (SZ and ZFP too), but for
+    deflate, whose byte planes it deflates apart (:func:`~h5mdtool.h5md.chunkcodec.deflate_planes`:
+    HDF5's filter decodes them, checked below); direct chunk writes read back."""
     candidate = candidates()[key]
     stored = candidate.representation.encode(grid_positions[:64])
     with h5py.File(tmp_path / "c.h5", "w") as handle:
@@ -104,7 +106,8 @@ def test_chunks_compressed_outside_hdf5_are_hdf5s_bytes(tmp_path, grid_positions
         pipeline = FilterPipeline.of(direct)
         for start in (0, 32):
             piece = bytes(pipeline.encode(stored[start:start + 32])[0])
-            assert piece == reference.id.read_direct_chunk((start, 0, 0))[1]
+            if "gzip" not in key:
+                assert piece == reference.id.read_direct_chunk((start, 0, 0))[1]
             direct.id.write_direct_chunk((start, 0, 0), piece)
     with h5py.File(tmp_path / "c.h5", "r") as handle:
         np.testing.assert_array_equal(handle["direct"][()], handle["reference"][()])

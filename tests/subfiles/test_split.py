@@ -116,6 +116,24 @@ def test_h5md_parts_keep_global_step_and_time(comm, shared_tmp, solvated):
     assert last.trajectory[0].data["step"] == whole.trajectory[manifest.parts[-1].start].data["step"]
 
 
+def test_gzip_h5md_parts_are_compressed_by_h5mdtools_encoder(tmp_path, adk):
+    """Each rank writes its gzip parts alone, so h5mdtool compresses their chunks (byte planes
+    deflated apart: the plane of the positions' top mantissa bits, which deflate barely
+    shrinks, stands in the stored chunk as it is), as convert does in one process."""
+    import h5py
+
+    outdir = str(tmp_path / "parts")
+    split(adk[1], outdir, 2, format="h5md", compression="gzip", chunk_frames=8, progress=False)
+    manifest = Written(outdir)
+    with h5py.File(manifest.parts[1].path, "r") as handle:
+        dataset = handle["particles/trajectory/position/value"]
+        _, stored = dataset.id.read_direct_chunk((0, 0, 0))
+        values = dataset[:8]
+    planes = np.ascontiguousarray(values).reshape(-1).view(np.uint8).reshape(-1, 4).T
+    assert planes[2].tobytes()[:4096] in bytes(stored)
+    assert_parts_match(adk[0], adk[1], manifest, exact=False)  # nm stored, Angstrom read
+
+
 @pytest.mark.mpi
 def test_segments_and_more_ranks_than_parts(comm, shared_tmp, adk_segments):
     outdir = os.path.join(shared_tmp, "seg-parts")

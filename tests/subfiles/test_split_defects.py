@@ -184,10 +184,10 @@ def test_force_replaces_old_contents_only_when_the_new_parts_are_ready(tmp_path,
     (outdir / "old.txt").write_text("old")
     real = split_module._write_part
 
-    def failing(plan, number):
+    def failing(plan, number, *args):
         if number == 1:
             raise InputError("simulated failure writing part 2")
-        return real(plan, number)
+        return real(plan, number, *args)
 
     monkeypatch.setattr(split_module, "_write_part", failing)
     with pytest.raises(InputError, match="simulated"):
@@ -245,7 +245,7 @@ def test_failed_split_leaves_the_output_directory_as_it_was(tmp_path, solvated, 
         os.chmod(outdir, 0o2750)
     calls = []
 
-    def failing(plan, number):
+    def failing(plan, number, *args):
         calls.append(number)
         raise OutputError("simulated failure")
 
@@ -651,10 +651,10 @@ def test_failure_on_one_rank_leaves_nothing(comm, shared_tmp, solvated, monkeypa
     split_module = importlib.import_module("h5mdtool.subfiles.split")
     real = split_module._write_part
 
-    def failing(plan, number):
+    def failing(plan, number, *args):
         if comm.rank == comm.size - 1 and number == len(plan.parts) - 1:
             raise InputError("simulated failure on the last rank")
-        return real(plan, number)
+        return real(plan, number, *args)
 
     monkeypatch.setattr(split_module, "_write_part", failing)
     outdir = os.path.join(shared_tmp, "parts")
