@@ -33,10 +33,10 @@ _SERIES = ("edges", "step", "time")
 def encoding_threads(asked=None, codec=None, comm=None):
     """Threads that compress chunks (``--threads``), or None to leave the filters to HDF5.
 
-    *asked* 0: None, HDF5's filters. Without *asked*: the cores this process may use (:func:`~h5mdtool.parallel.mpi.threads_per_rank`
-    of *comm*) for a *codec* (:class:`~h5mdtool.h5md.codecs.Codec`) that compresses in
-    threads by default (gzip: 600x AdK on 2 cores in 36 s against 70 s with HDF5's filter,
-    docs/performance.md), else None. For the fast codecs HDF5's filters, run inside
+    *asked* 0: None, HDF5's filters. Without *asked*: the cores this process may use
+    (:func:`~h5mdtool.parallel.mpi.threads_per_rank` of *comm*) for a *codec*
+    (:class:`~h5mdtool.h5md.codecs.Codec`) that compresses in threads by default (gzip: 600x
+    AdK on 2 cores in 33 s against 61 s with HDF5's filter, docs/performance.md), else None. For the fast codecs HDF5's filters, run inside
     ``H5Dwrite`` while a thread decodes the next frames, were as fast on the 2-core
     development machine (each chunk hands the GIL back and forth with the decoding thread).
     """
