@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from h5mdtool.formats import scan_segment
 from h5mdtool.formats.registry import REGISTRY
-from h5mdtool.formats.xdrscan import byte_ranges, join_pieces, walk_piece
+from h5mdtool.formats.xdrscan import byte_ranges, chained, compact, expand, join_pieces, summary, walk_piece
 from h5mdtool.parallel.errors import InputError
 
 #: A float32 whose bits are the big-endian int32 *value* (coordinates that mimic header words).
@@ -112,14 +112,24 @@ def outcome(function):
         return None, str(error)
 
 
-def simulated(path, n_ranks, on_truncated):
-    """The collective scan of *path* as *n_ranks* ranks would run it, in one process."""
+def simulated(path, n_ranks, on_truncated, chain=None):
+    """The collective scan of *path* as *n_ranks* ranks would run it, in one process: the
+    pieces chained from their summaries and compact forms when they chain (as the ranks do),
+    else joined themselves; *chain* (a list) records which happened."""
     cls = REGISTRY[os.path.splitext(path)[1][1:].upper()]
     stat = os.stat(path)
     ranges = byte_ranges(stat.st_size, n_ranks)
     pieces = [walk_piece(cls.walker, path, stat.st_size, byte_range, rank == 0)
               for rank, byte_range in enumerate(ranges)]
-    return cls.segment(path, stat, *join_pieces(cls, path, stat, on_truncated, ranges, pieces))
+    packed = [compact(piece) for piece in pieces]
+    summaries = [summary(piece, header, len(payload)) for piece, (header, payload) in zip(pieces, packed)]
+    taken = chained(ranges, summaries, stat.st_size)
+    if chain is not None:
+        chain.append(taken is not None)
+    if taken is None:
+        return cls.segment(path, stat, *join_pieces(cls, path, stat, on_truncated, ranges, pieces))
+    payloads = [payload if t else b"" for (_, payload), t in zip(packed, taken)]
+    return cls.segment(path, stat, *expand(cls.walker, path, summaries, payloads, taken), None)
 
 
 def assert_same_segment(segment, expected):
@@ -164,6 +174,48 @@ def test_simulated_ranks_equal_the_serial_scan(tmp_path, trajectory, change, on_
         assert error == message, n_ranks
         if expected is not None:
             assert_same_segment(segment, expected)
+
+
+@pytest.mark.parametrize("kind", ["XTC", "TRR"])
+def test_a_sound_files_pieces_chain_from_their_summaries(tmp_path, adk_frames, kind):
+    """Frames of a real protein, boxes changing or not: at every rank count the pieces chain
+    from their summaries alone and are sent compactly (a few bytes a frame), and the frames
+    unpacked are the serial scan's."""
+    for npt in (False, True):
+        path = str(tmp_path / f"adk-{npt}.{kind.lower()}")
+        frames = [(xyz, "xv" if kind == "TRR" else "x") for xyz in adk_frames[:40]]
+        write(path, kind, len(adk_frames[0]), frames)
+        if npt:  # a box that changes every frame, as at constant pressure
+            _vary_boxes(path, kind)
+        serial = scan_segment(path)
+        for n_ranks in range(1, 9):
+            chain = []
+            assert_same_segment(simulated(path, n_ranks, "error", chain), serial)
+            assert chain == [True], n_ranks
+        stat = os.stat(path)
+        piece = walk_piece(REGISTRY[kind].walker, path, stat.st_size, (0, stat.st_size), True)
+        header, payload = compact(piece)
+        per_frame = len(payload) / len(piece["offsets"])
+        assert per_frame <= (4 + 4 + 4 + (36 if npt else 0)) + (8 if kind == "TRR" else 0), per_frame
+
+
+def _vary_boxes(path, kind):
+    """Rewrite *path* with a different box in every frame (the positions kept)."""
+    import MDAnalysis as mda
+    from MDAnalysis.lib.formats.libmdaxdr import TRRFile, XTCFile
+
+    frames = []
+    with (XTCFile if kind == "XTC" else TRRFile)(path) as handle:
+        for frame in handle:
+            frames.append((frame.x.copy(), getattr(frame, "v", None)))
+    cls = XTCFile if kind == "XTC" else TRRFile
+    with cls(path, "w") as handle:
+        for number, (x, v) in enumerate(frames):
+            box = np.diag([5.0 + 0.01 * number, 6.0, 7.0 - 0.003 * number]).astype(np.float32)
+            if kind == "XTC":
+                handle.write(x, box, 10 * number, 0.5 * number)
+            else:
+                handle.write(x, v, None, box, 10 * number, 0.5 * number, 0.0, len(x))
 
 
 def test_a_false_start_that_passes_the_check_is_walked_over(tmp_path):
