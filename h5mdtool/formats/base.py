@@ -259,6 +259,22 @@ class Segment:
         present = self.fields.get(name)
         return present is not None and bool(present[self.kept_frames].any())
 
+    def __getstate__(self):
+        """The segment as it is pickled (rank 0 broadcasts it): its per-frame arrays that are
+        a constant or an arithmetic run, as regular files' steps, times and fields are, as
+        three numbers each (:class:`Run`), the others as they are."""
+        state = dict(self.__dict__)
+        state["step"], state["time"], state["offsets"] = (Run.of(state[name]) for name in ("step", "time", "offsets"))
+        state["fields"] = {name: Run.of(present) for name, present in self.fields.items()}
+        return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        for name in ("step", "time", "offsets"):
+            state[name] = Run.expanded(state[name])
+        state["fields"] = {name: Run.expanded(present) for name, present in state["fields"].items()}
+        self.__dict__.update(state)
+
     def describe(self):
         """JSON-friendly summary (provenance, summaries)."""
         kept = self.step[self.kept_frames]
@@ -276,6 +292,42 @@ class Segment:
         if self.dropped:
             record["dropped"] = dict(self.dropped)
         return record
+
+
+class Run:
+    """A 1-D array that is an arithmetic run, ``first + stride * arange(n)`` exactly (a
+    constant with stride 0), kept as those three numbers and its dtype."""
+
+    __slots__ = ("first", "stride", "n", "dtype")
+
+    def __init__(self, first, stride, n, dtype):
+        self.first, self.stride, self.n, self.dtype = first, stride, n, dtype
+
+    @classmethod
+    def of(cls, array):
+        """A :class:`Run` of *array* when it is one (integers, floats or booleans, bit for bit),
+        else *array* itself (None, or an array of another shape or kind)."""
+        if not isinstance(array, np.ndarray) or array.ndim != 1 or len(array) < 2 or array.dtype.kind not in "biuf":
+            return array
+        if array.dtype.kind == "b":
+            return cls(bool(array[0]), 0, len(array), array.dtype.str) if (array == array[0]).all() else array
+        run = cls(array[0].item(), (array[1:2] - array[:1])[0].item(), len(array), array.dtype.str)
+        return run if np.array_equal(run.array(), array) else array
+
+    def array(self):
+        """The array it stands for."""
+        dtype = np.dtype(self.dtype)
+        if dtype.kind == "b":
+            return np.full(self.n, self.first, dtype)
+        values = np.arange(self.n, dtype=dtype)
+        values *= np.asarray(self.stride, dtype)
+        values += np.asarray(self.first, dtype)
+        return values
+
+    @staticmethod
+    def expanded(value):
+        """*value* as an array when it is a :class:`Run`, else as it is."""
+        return value.array() if isinstance(value, Run) else value
 
 
 class FrameBlock:
