@@ -37,6 +37,7 @@ import contextlib
 import os
 import time
 import warnings
+import weakref
 
 import numpy as np
 from MDAnalysis import units as mda_units
@@ -68,6 +69,40 @@ _KINDS = {
 #: Timestep attribute holding each field's array, and the one saying whether a frame has it.
 _FIELDS = ("positions", "velocities", "forces")
 _HAS = {field: f"has_{field}" for field in _FIELDS}
+
+#: Forks of this process so far, and every reader alive in it (:func:`_leave_inherited_files`).
+_forks = 0
+_readers = weakref.WeakSet()
+
+
+def _count_fork():
+    global _forks
+    _forks += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_count_fork)
+
+
+def _leave_inherited_files():
+    """In a process forked after readers opened their files: close those readers' handles,
+    which it shares with its parent and its siblings.
+
+    A forked child (MDAnalysis's ``multiprocessing`` backend, a ``multiprocessing.Pool``
+    using a Universe of the parent) inherits its parent's HDF5 handles, and HDF5 gives a new
+    open of a file already open (by the same driver) the handle it holds. The ``stdio``
+    driver reads at the file offset of its descriptor, which the child's copy of the
+    descriptor shares with the parent and every other child: processes reading at once
+    moved each other's offset, and read each other's bytes (``rms.RMSD`` with the
+    ``multiprocessing`` backend gave wrong values for about half the frames). Closing the
+    child's copies first (closing a read-only stream does not move the offset) makes the
+    next open the child's own. The readers so closed reopen the file when next used
+    (:meth:`H5MDToolReader._ensure_open`); the threads of their parent (reading ahead,
+    decoding) did not come along and are dropped unjoined.
+    """
+    for reader in list(_readers):
+        if reader._opened_in not in (_forks, None):
+            reader._drop_inherited()
 
 
 def _open_file(path, driver=None, comm=None):
@@ -103,6 +138,7 @@ def _open_file(path, driver=None, comm=None):
 
     if driver is not None:
         return open_read_only(path, driver=driver, **({} if comm is None else {"comm": comm})), None
+    _leave_inherited_files()
     if _hdf5_turns_locking_off():
         return open_read_only(path, driver="stdio", locking=False), None
     raw = open(path, "rb", buffering=0)
@@ -305,6 +341,29 @@ class H5MDToolReader(base.ReaderBase):
         self._buffers = {}
         self._cache, self._cached_bytes = collections.OrderedDict(), 0  # chunk rows read for random access
         self._datasets = {}  # path -> (h5py Dataset, whether h5mdtool's threads decode its chunks)
+        self._opened_in = _forks  # the process's forks when the file was opened; None: to reopen
+        _readers.add(self)
+
+    def _ensure_open(self):
+        """Reopen the file in a process forked since it was opened (:func:`_leave_inherited_files`)."""
+        if self._opened_in != _forks:
+            block = self._block
+            self._drop_inherited()
+            self._open()
+            self._block = block  # its values came along with the process's memory
+
+    def _drop_inherited(self):
+        """Forget the parent's threads and close this process's copy of the file handle."""
+        self._pending = self._prefetcher = self._chunks = None
+        self._datasets = {}
+        self._opened_in = None  # closed here: _ensure_open reopens it
+        handle, raw, self._file, self._raw = self._file, self._raw, None, None
+        for closing in (handle, raw):
+            if closing is not None:
+                try:
+                    closing.close()
+                except Exception:  # noqa: BLE001 - closed already
+                    pass
 
     def _describe(self):
         """Frames, fields, units and layout, from h5mdtool's scan of the open file."""
@@ -479,6 +538,7 @@ class H5MDToolReader(base.ReaderBase):
         background. Any other jump: the chunk row holding *frame*, from the cache of chunk
         rows read for random access or read into it.
         """
+        self._ensure_open()
         pending, self._pending = self._pending, None
         block = None
         if pending is not None:
@@ -715,6 +775,7 @@ class H5MDToolReader(base.ReaderBase):
         numpy.ndarray
             float32 positions in MDAnalysis's units (Angstrom).
         """
+        self._ensure_open()
         first, last, stride = self.check_slice_indices(start, stop, step)
         frames = np.arange(first, last, stride, dtype=np.int64)
         element = self._elements.get("positions")
@@ -785,6 +846,8 @@ class H5MDToolReader(base.ReaderBase):
 
     def close(self):
         """Close the file and stop the decoding threads (idempotent)."""
+        if getattr(self, "_opened_in", _forks) not in (_forks, None):  # forked: the threads stayed in the parent
+            self._drop_inherited()
         pending, prefetcher = getattr(self, "_pending", None), getattr(self, "_prefetcher", None)
         self._pending = self._prefetcher = None
         if pending is not None and not pending.cancel():

@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 import warnings
 
 import numpy as np
@@ -443,15 +444,76 @@ def test_pickled_reader_stands_at_the_same_frame_and_reads_on(adk, adk_layouts, 
     assert_array_equal(universe_copy.atoms.positions, ours.atoms.positions)
 
 
-def test_rmsd_with_the_multiprocessing_backend_equals_serial(adk, adk_layouts):
+@pytest.mark.parametrize("layout", ["plain", "zstd-auto-chunks"])
+def test_rmsd_with_the_multiprocessing_backend_equals_serial(adk, adk_layouts, layout):
+    """Forked workers (the backend's default start method on Linux) read the file at once;
+    blocks of one chunk row make each read many times."""
     from MDAnalysis.analysis import rms
 
-    ours = h5mda.Universe(adk_layouts["zstd-auto-chunks"], topology=adk[0])
+    ours = h5mda.Universe(adk_layouts[layout], topology=adk[0], block_bytes=1)
     serial = rms.RMSD(ours, select="name CA").run().results.rmsd
     parallel = rms.RMSD(ours, select="name CA").run(backend="multiprocessing", n_workers=2).results.rmsd
     assert_array_equal(parallel, serial)
     xtc_like = rms.RMSD(_quiet_universe(*adk), select="name CA").run().results.rmsd
     assert np.abs(serial[:, 2] - xtc_like[:, 2]).max() < 1e-4
+
+
+def _descriptors_of(path):
+    """This process's file descriptors open on *path*."""
+    found = []
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.path.realpath(f"/proc/self/fd/{name}") == os.path.realpath(path):
+                found.append(int(name))
+        except OSError:
+            pass
+    return found
+
+
+def _exit_code(pid, timeout):
+    """The exit code of child *pid*, or None (the child killed) when it has not ended within *timeout* s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    return None
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or not os.path.isdir("/proc/self/fd"), reason="fork and /proc")
+@pytest.mark.parametrize("layout", ["plain", "zstd-auto-chunks"])
+def test_forked_child_reads_through_a_handle_of_its_own(adk, adk_layouts, layout):
+    """A forked child reading the parent's Universe, and a copy of it, leaves the file
+    offsets of the descriptors it shares with its parent where they were, and reads the
+    values the parent reads; the parent reads on unharmed. (HDF5's stdio driver reads at
+    the descriptor's offset: a child reading through the inherited handle moved the
+    parent's, and concurrent children read each other's bytes.)"""
+    ours = h5mda.Universe(adk_layouts[layout], topology=adk[0], block_bytes=1)
+    expected = {frame: ours.trajectory[frame].positions.copy() for frame in (90, 3, 50, 51)}
+    for ts in ours.trajectory[:20]:  # a block read ahead may be pending at the fork
+        pass
+    shared = _descriptors_of(adk_layouts[layout])
+    assert shared, "the reader holds the file open"
+    offsets = {fd: os.lseek(fd, 0, os.SEEK_CUR) for fd in shared}
+    pid = os.fork()
+    if pid == 0:  # the child: exit status 0 only if every check passes
+        status = 1
+        try:
+            copy = pickle.loads(pickle.dumps(ours))
+            same = all(np.array_equal(universe.trajectory[frame].positions, values)
+                       for universe in (ours, copy) for frame, values in expected.items())
+            walked = sum(1 for _ in ours.trajectory[20:])
+            status = 0 if same and walked == len(ours.trajectory) - 20 else 2
+        finally:
+            os._exit(status)
+    assert _exit_code(pid, timeout=120) == 0
+    assert {fd: os.lseek(fd, 0, os.SEEK_CUR) for fd in shared} == offsets
+    for frame, values in expected.items():
+        assert_array_equal(ours.trajectory[frame].positions, values)
+    assert sum(1 for _ in ours.trajectory) == len(ours.trajectory)
 
 
 def test_open_reader_takes_no_file_lock(adk_layouts):
