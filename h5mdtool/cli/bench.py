@@ -34,13 +34,15 @@ def command():
 
 
 def _check_outputs(outputs, inputs, force, plot_path):
-    """Rank 0, before the run: every output may be written; matplotlib is there for --plot."""
+    """Rank 0, before the run: every output may be written (*outputs*: option -> path or
+    None; *inputs*: paths, None for a topology not given); matplotlib is there for --plot."""
     from ..bench.plots import _pyplot, image_format
     from ..parallel.outputs import check_output_file
 
-    names = [path for path in outputs if path is not None]  # an empty name is refused, not ignored
+    names = [path for path in outputs.values() if path is not None]  # an empty name is refused, not ignored
     if len(set(map(os.path.abspath, names))) != len(names):
-        raise UsageError("--out, --rmsd-out and --plot must name different files")
+        raise UsageError(f"{', '.join(list(outputs)[:-1])} and {list(outputs)[-1]} must name different files")
+    inputs = [path for path in inputs if path is not None]
     for path in names:
         check_output_file(path, inputs=inputs, force=force)
     if plot_path:
@@ -238,8 +240,8 @@ def rmsd_command(inputs, topology, select, calc_select, index, weights, referenc
         except UsageError as error:
             raise mark_collective(error)
     # before the run, so a long benchmark is not lost to an unwritable output
-    root_call(comm, _check_outputs, (out_path, rmsd_out, plot_path), tuple(inputs) + ((topology,) if topology else ()),
-              force, plot_path)
+    root_call(comm, _check_outputs, {"--out": out_path, "--rmsd-out": rmsd_out, "--plot": plot_path},
+              (*inputs, topology), force, plot_path)
     result = bench_rmsd(list(inputs), topology, comm=comm, select=select, calc_select=calc_select, index=index,
                         weights=None if weights == "none" else weights, reference=reference, ref_frame=ref_frame,
                         start=start, stop=stop, step=step, begin=begin, end=end, dt=dt, group=group, format=input_format,
@@ -339,7 +341,8 @@ def dihedrals_command(inputs, topology, select, index, group, input_format, star
             fmt = features_format(features_out)
         except UsageError as error:
             raise mark_collective(error)
-    root_call(comm, _check_outputs, (out_path, features_out, plot_path), (*inputs, topology), force, plot_path)
+    root_call(comm, _check_outputs, {"--out": out_path, "--features-out": features_out, "--plot": plot_path},
+              (*inputs, topology), force, plot_path)
     result = bench_dihedrals(list(inputs), topology, comm=comm, select=select, index=index, start=start, stop=stop,
                              step=step, begin=begin, end=end, dt=dt, group=group, format=input_format,
                              block_frames=block_frames, compute_load=compute_load, repeat=repeat, engine=engine,
@@ -459,7 +462,7 @@ def report_command(runs, layouts_mode, plot_path, as_csv, as_json, force, model_
     from ..bench.timing import PHASES
 
     if plot_path is not None:
-        _check_outputs((plot_path,), runs, force, plot_path)
+        _check_outputs({"--plot": plot_path}, runs, force, plot_path)
     result = bench_report(list(runs), layouts_mode=layouts_mode, model_ranks=model_ranks)
     for warning in result["warnings"]:
         click.echo(f"warning: {warning}", err=True)

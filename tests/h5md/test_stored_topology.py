@@ -2,6 +2,7 @@
 ``bench rmsd md.h5md`` without ``-t``, ``-t md.h5md``, ``convert -s SEL`` of an H5MD input,
 and the summaries saying where the topology came from."""
 
+import json
 import os
 import subprocess
 import sys
@@ -80,6 +81,20 @@ def test_bench_rmsd_cli_without_topology(stored):
     refused = runner.invoke(cli, ["bench", "rmsd", stored[1]])
     assert refused.exit_code == 2
     assert "--topology FILE is needed" in refused.output and "Traceback" not in refused.output
+
+
+@pytest.mark.parametrize("command, output", [("rmsd", "--rmsd-out"), ("dihedrals", "--features-out")])
+def test_bench_cli_writes_its_outputs_without_topology(stored, tmp_path, command, output):
+    """Regression: 'bench dihedrals md.h5md --out report.json' (the topology stored in the
+    file, no -t) failed checking its outputs against a topology path of None."""
+    report, values = str(tmp_path / "report.json"), str(tmp_path / "values.csv")
+    done = CliRunner().invoke(cli, ["bench", command, stored[0], "--stop", "5", "--out", report, output, values])
+    assert done.exit_code == 0, done.output
+    assert json.loads(open(report).read())["n_analysed"] == 5
+    assert len(open(values).read().splitlines()) == 6  # a header and 5 frames
+    same = CliRunner().invoke(cli, ["bench", command, stored[0], "--out", values, output, values, "--force"])
+    assert same.exit_code == 2
+    assert f"--out, {output} and --plot must name different files" in same.output
 
 
 @pytest.mark.parametrize("command", ["rmsd", "dihedrals"])
