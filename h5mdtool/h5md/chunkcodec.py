@@ -189,6 +189,17 @@ _PLUGINS = {}
 _PLUGINS_LOCK = threading.Lock()
 
 
+def _new_plugins_lock():
+    """A forked child's own lock: a decoding thread of the parent may have held the
+    parent's at the fork, and no thread of the child would ever release that copy."""
+    global _PLUGINS_LOCK
+    _PLUGINS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_plugins_lock)
+
+
 def _plugin_function(filter_id):
     """The filter function of hdf5plugin's library for *filter_id* (libraries loaded once)."""
     with _PLUGINS_LOCK:

@@ -3,6 +3,9 @@ one row of chunks decoded in the calling thread, and deflate streams inflated by
 when it is installed (zlib otherwise). The oracle is HDF5 reading the dataset, numpy
 scaling its values, and zlib inflating the streams."""
 
+import os
+import threading
+import time
 import zlib
 
 import h5py
@@ -393,3 +396,43 @@ def test_chunk_stored_answers_when_reading_the_chunk_gives_memory_error(tmp_path
             expected = row in written
             assert chunkcodec.chunk_stored(dataset, (row, 0, 0)) is expected
             assert chunkcodec.chunk_stored(_Dataset(dataset), (row, 0, 0)) is expected
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_a_forked_child_decodes_though_a_thread_of_its_parent_held_the_plugins_lock():
+    """A decoding thread holding the lock of hdf5plugin's libraries when its process forks
+    (MDAnalysis's multiprocessing workers) must not leave the child's copy locked."""
+    chunkcodec._plugin_function(32015)
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with chunkcodec._PLUGINS_LOCK:
+            held.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    held.wait(30)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            status = 1
+            try:
+                chunkcodec._plugin_function(32015)
+                status = 0
+            finally:
+                os._exit(status)
+    finally:
+        release.set()
+        thread.join()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("the child waited for the lock its parent's thread held")
+    assert os.waitstatus_to_exitcode(status) == 0
