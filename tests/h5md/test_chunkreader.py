@@ -5,7 +5,6 @@ scaling its values, and zlib inflating the streams."""
 
 import os
 import threading
-import time
 import zlib
 
 import h5py
@@ -14,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from forked import exit_code_within
 from h5mdtool.h5md import chunkcodec
 from h5mdtool.h5md.chunkcodec import ChunkReader, FilterPipeline, inflate
 from h5mdtool.h5md.codecs import codec
@@ -425,14 +425,6 @@ def test_a_forked_child_decodes_though_a_thread_of_its_parent_held_the_plugins_l
     finally:
         release.set()
         thread.join()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        time.sleep(0.05)
-    else:
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
-        pytest.fail("the child waited for the lock its parent's thread held")
-    assert os.waitstatus_to_exitcode(status) == 0
+    code = exit_code_within(pid, timeout=60)
+    assert code is not None, "the child waited for the lock its parent's thread held"
+    assert code == 0

@@ -10,7 +10,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
 import warnings
 
 import numpy as np
@@ -21,6 +20,7 @@ mda = pytest.importorskip("MDAnalysis")
 from MDAnalysisTests.coordinates.base import BaseReference, MultiframeReaderTest  # noqa: E402
 
 import h5mdtool  # noqa: E402
+from forked import exit_code_within  # noqa: E402
 import h5mdtool.mdanalysis as h5mda  # noqa: E402
 from h5mdtool.mdanalysis import H5MDToolReader  # noqa: E402
 
@@ -470,19 +470,6 @@ def _descriptors_of(path):
     return found
 
 
-def _exit_code(pid, timeout):
-    """The exit code of child *pid*, or None (the child killed) when it has not ended within *timeout* s."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        time.sleep(0.05)
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-    return None
-
-
 @pytest.mark.skipif(not hasattr(os, "fork") or not os.path.isdir("/proc/self/fd"), reason="fork and /proc")
 @pytest.mark.parametrize("layout", ["plain", "zstd-auto-chunks"])
 def test_forked_child_reads_through_a_handle_of_its_own(adk, adk_layouts, layout):
@@ -509,7 +496,7 @@ def test_forked_child_reads_through_a_handle_of_its_own(adk, adk_layouts, layout
             status = 0 if same and walked == len(ours.trajectory) - 20 else 2
         finally:
             os._exit(status)
-    assert _exit_code(pid, timeout=120) == 0
+    assert exit_code_within(pid, timeout=120) == 0
     assert {fd: os.lseek(fd, 0, os.SEEK_CUR) for fd in shared} == offsets
     for frame, values in expected.items():
         assert_array_equal(ours.trajectory[frame].positions, values)
