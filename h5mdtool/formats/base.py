@@ -362,9 +362,9 @@ class Format:
     """Base class of a trajectory format: scan a file on rank 0, read blocks on any rank.
 
     Subclasses set :attr:`name`, :attr:`extensions` and :attr:`decoders` and implement
-    :meth:`scan` and :meth:`read_frames`. A format with a :attr:`walker` also implements
-    ``segment(path, stat, offsets, rows, dropped)``, the :class:`Segment` of a walked file
-    from its frame offsets and the walker's packed rows (what :meth:`scan` returns).
+    :meth:`scan` and :meth:`read_frames`. A format with a :attr:`walker` implements
+    ``segment(path, stat, offsets, rows, dropped)`` instead of :meth:`scan`: the
+    :class:`Segment` of a walked file from its frame offsets and the walker's packed rows.
 
     Parameters
     ----------
@@ -396,7 +396,8 @@ class Format:
 
     @classmethod
     def scan(cls, path, on_truncated="error"):
-        """Scan one file (rank 0) and return its :class:`Segment`.
+        """Scan one file (rank 0) and return its :class:`Segment`: a format with a
+        :attr:`walker` walks every frame header from the start of the file; others override it.
 
         Parameters
         ----------
@@ -411,7 +412,10 @@ class Format:
             The file is missing, of another format, truncated or corrupt; the message names
             the frame and byte offset.
         """
-        raise NotImplementedError
+        if cls.walker is None:
+            raise NotImplementedError
+        stat, walk = cls.walker.whole_file(path, on_truncated)
+        return cls.segment(path, stat, walk.walked_offsets(), walk.rows(), walk.dropped)
 
     def read_frames(self, frames, block, row, fields):
         """Fill rows ``row...`` of *block* with *fields* of local *frames* (increasing).

@@ -159,11 +159,6 @@ class TRRFormat(Format):
     walker = Walk
 
     @classmethod
-    def scan(cls, path, on_truncated="error"):
-        stat, walker = Walk.whole_file(path, on_truncated)
-        return cls.segment(path, stat, walker.walked_offsets(), walker.rows(), walker.dropped)
-
-    @classmethod
     def segment(cls, path, stat, offsets, rows, dropped):
         """The :class:`Segment` of a walked file: frame starts and the end of the last frame
         (*offsets*) and what each frame's header says (*rows*, :data:`ROW`), checked together.

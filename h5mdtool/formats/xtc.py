@@ -294,11 +294,6 @@ class XTCFormat(Format):
     walker = Walk
 
     @classmethod
-    def scan(cls, path, on_truncated="error"):
-        stat, walker = Walk.whole_file(path, on_truncated)
-        return cls.segment(path, stat, walker.walked_offsets(), walker.rows(), walker.dropped)
-
-    @classmethod
     def segment(cls, path, stat, offsets, rows, dropped):
         """The :class:`Segment` of a walked file: frame starts and the end of the last frame
         (*offsets*), the headers (*rows*, from :meth:`Walk.rows`), checked together.
