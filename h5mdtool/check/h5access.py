@@ -12,6 +12,7 @@ itself can crash, or loop for ever, on damaged metadata: the child sends a
 :func:`heartbeat` as it progresses and is stopped when it stays silent too long.
 """
 
+import collections
 import math
 import os
 import sys
@@ -161,6 +162,36 @@ class Access:
     def _broken_soft_link(self, path, link):
         self.report.add("LINK002", path, f"soft link to {link.path} cannot be resolved (dangling, or a loop)",
                         severity=self._link_severity(path))
+
+    def walk(self, top):
+        """Every link below group *top*, groups entered breadth first, each object once.
+
+        Yields
+        ------
+        (group, name, path, link, obj)
+            The group holding the link, the link's name and path, the link (None when it
+            cannot be read) and, for a hard link to an object not met before, the object
+            (None otherwise: other links, objects met through another hard link, objects
+            that cannot be opened). The caller stops the walk when it has seen enough.
+        """
+        seen = {self.key(top)}
+        queue = collections.deque([(top, "/")])
+        while queue:
+            group, path = queue.popleft()
+            for name in self.names(group, path):
+                child_path = join_path(path, name)
+                link = self.link(group, name, child_path)
+                obj = None
+                if type(link).__name__ == "HardLink":
+                    obj = self.child(group, name, child_path)
+                    key = self.key(obj) if obj is not None else None
+                    if key is None or key in seen:
+                        obj = None
+                    else:
+                        seen.add(key)
+                        if is_group(obj):
+                            queue.append((obj, child_path))
+                yield group, name, child_path, link, obj
 
     @staticmethod
     def key(obj):

@@ -20,7 +20,7 @@ from ..parallel.mpi import entry_point, root_call
 from . import lint
 from .findings import ERROR, NOTE, WARNING, FileReport
 from .h5access import (
-    Access, heartbeat, is_dataset, is_group, isolated, join_path, open_hdf5, storage, text_of, walkable
+    Access, heartbeat, is_dataset, is_group, isolated, open_hdf5, storage, text_of, walkable
 )
 from .validate import validate_file
 
@@ -229,27 +229,14 @@ def aligned_share(dataset, interval):
 def _datasets(a, handle):
     """Every dataset reachable by hard links, described (failures described as errors)."""
     found = {}
-    seen = {a.key(handle)}
-    queue = [(handle, "/")]
-    while queue and len(found) < MAX_DATASETS:
-        group, path = queue.pop(0)
-        for name in a.names(group, path):
-            child_path = join_path(path, name)
-            link = a.link(group, name, child_path)
-            if type(link).__name__ != "HardLink":
-                continue
-            obj = a.child(group, name, child_path)
-            key = a.key(obj) if obj is not None else None
-            if key is None or key in seen:
-                continue
-            seen.add(key)
-            if is_group(obj):
-                queue.append((obj, child_path))
-            elif is_dataset(obj):
-                try:
-                    found[child_path] = describe_dataset(obj, child_path)
-                except Exception as error:  # noqa: BLE001
-                    found[child_path] = {"error": f"{type(error).__name__}: {error}"}
+    for _, _, path, _, obj in a.walk(handle):
+        if obj is not None and is_dataset(obj):
+            try:
+                found[path] = describe_dataset(obj, path)
+            except Exception as error:  # noqa: BLE001
+                found[path] = {"error": f"{type(error).__name__}: {error}"}
+            if len(found) >= MAX_DATASETS:
+                break
     return found
 
 

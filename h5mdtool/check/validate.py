@@ -138,33 +138,19 @@ class Checker:
         import h5py
 
         a = self.access
-        seen = {a.key(self.handle)}
-        queue = [(self.handle, "/")]
-        visited = 0
-        while queue and visited < MAX_OBJECTS:
-            group, path = queue.pop()
-            for name in a.names(group, path):
-                visited += 1
-                child_path = join_path(path, name)
-                link = a.link(group, name, child_path)
-                if visited % 1000 == 0:
-                    heartbeat()
-                if isinstance(link, (h5py.ExternalLink, h5py.SoftLink)):
-                    outcome = a.resolve(group, name, child_path)
-                    if isinstance(outcome, tuple):
-                        a.report_problem(child_path, outcome)
-                        if outcome[0] == "external":
-                            self.external.append(child_path)
-                elif isinstance(link, h5py.HardLink):
-                    obj = a.child(group, name, child_path)
-                    key = a.key(obj) if obj is not None else None
-                    if key is None or key in seen:
-                        continue
-                    seen.add(key)
-                    if is_group(obj):
-                        queue.append((obj, child_path))
-                    elif is_dataset(obj) and self.external_storage(obj, child_path):
-                        self.external.append(child_path)
+        for visited, (group, name, path, link, obj) in enumerate(a.walk(self.handle), 1):
+            if visited % 1000 == 0:
+                heartbeat()
+            if isinstance(link, (h5py.ExternalLink, h5py.SoftLink)):
+                outcome = a.resolve(group, name, path)
+                if isinstance(outcome, tuple):
+                    a.report_problem(path, outcome)
+                    if outcome[0] == "external":
+                        self.external.append(path)
+            elif obj is not None and is_dataset(obj) and self.external_storage(obj, path):
+                self.external.append(path)
+            if visited >= MAX_OBJECTS:
+                break
 
     def external_storage(self, dataset, path):
         """True (and LINK001) for a virtual dataset or one whose raw data lives in external files."""
