@@ -92,13 +92,11 @@ class MPIBackend(BackendBase):
     --------
     In ``script.py``, run as ``mpirun -n 4 python script.py``::
 
-        import h5mdtool.mdanalysis
-        import MDAnalysis as mda
+        import h5mdtool.mdanalysis as h5mda
         from MDAnalysis.analysis.rms import RMSD
 
-        u = mda.Universe("md.tpr", "md.h5md")
-        rmsd = RMSD(u, select="name CA").run(backend=h5mdtool.mdanalysis.MPIBackend(),
-                                             unsupported_backend=True)
+        u = h5mda.Universe("md.h5md")  # h5mdtool's reader; or h5mda.Universe("md.h5md", topology="md.tpr")
+        rmsd = RMSD(u, select="name CA").run(backend=h5mda.MPIBackend(), unsupported_backend=True)
         # rmsd.results.rmsd is the same array on every rank
     """
 
