@@ -43,3 +43,43 @@ def test_reader_registers_plugins_only_for_plugin_filters(tmp_path, adk, compres
     universe = mda.Universe(adk[0], adk[1])
     expected = np.array([ts.positions / 10 for ts in universe.trajectory[:2]], np.float32)
     np.testing.assert_allclose(np.load(tmp_path / "read.npy"), expected, atol=1e-6)
+
+
+SCAN = """
+import sys
+from h5mdtool.bench.inputs import inspect_input
+info = inspect_input([sys.argv[1]])
+print(info.index.segments[0].step.tolist(), "hdf5plugin" in sys.modules)
+"""
+
+
+def _scan_in_a_fresh_process(path):
+    done = subprocess.run([sys.executable, "-c", SCAN, path], capture_output=True, text=True, check=True)
+    steps, plugin = done.stdout.strip().rsplit(" ", 1)
+    return eval(steps), plugin == "True"  # noqa: S307 - a list of ints printed by the child
+
+
+@pytest.mark.parametrize("compression,plugin", [(None, False), ("gzip", False), ("zstd", True)])
+def test_inspecting_a_file_imports_hdf5plugin_only_for_its_filters(tmp_path, adk, compression, plugin):
+    """bench's inspection (the scan and the layout's lint) on rank 0, before its first read:
+    importing hdf5plugin loads every filter library it bundles."""
+    path = str(tmp_path / "t.h5md")
+    convert(adk[1], path, compression=compression, stop=4, progress=False)
+    assert _scan_in_a_fresh_process(path) == (scan_segment(path).step.tolist(), plugin)
+
+
+def test_steps_filtered_by_a_plugin_behind_a_soft_link_are_read(tmp_path, adk):
+    """A step dataset outside the particle group (which the scan looks through for plugin
+    filters), compressed with hdf5plugin's Zstandard and reached by a soft link."""
+    import h5py
+    import hdf5plugin
+
+    path = str(tmp_path / "linked.h5md")
+    convert(adk[1], path, stop=4, progress=False)
+    with h5py.File(path, "r+") as handle:
+        position = handle["particles/trajectory/position"]
+        steps = position["step"][()] * 7
+        del position["step"]
+        handle.create_dataset("observables/steps", data=steps, chunks=(4,), **hdf5plugin.Zstd())
+        position["step"] = h5py.SoftLink("/observables/steps")
+    assert _scan_in_a_fresh_process(path) == (steps.tolist(), True)
