@@ -182,7 +182,7 @@ def describe_dataset(dataset, path=None):
         "dtype": str(dtype),
         "chunks": list(dataset.chunks) if dataset.chunks else None,
         "filters": [name for _, name in filters],
-        "plugin_filters": [name for code, name in filters if lint.from_hdf5plugin(code)],
+        "plugin_filters": [name for code, name in filters if code in lint.HDF5PLUGIN_FILTERS],
         "raw_bytes": 0 if shape is None else math.prod(int(s) for s in shape) * dtype.itemsize,
         "stored_bytes": int(dataset.id.get_storage_size()) if walkable(dataset) else None,
     }

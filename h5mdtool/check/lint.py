@@ -8,7 +8,6 @@ filters must be installed to decode them. Each problem becomes a warning with th
 reads H5MD input and carries everything else over).
 """
 
-import functools
 import math
 import os
 import shlex
@@ -24,28 +23,13 @@ PLUGIN_FILTERS = {
     307: "bzip2", 32000: "lzf", 32001: "blosc", 32004: "lz4", 32008: "bitshuffle",
     32013: "zfp", 32015: "zstd", 32017: "sz", 32026: "blosc2",
 }
+#: Filters the hdf5plugin package provides (registers when imported), by code.
+try:
+    import hdf5plugin as _hdf5plugin
 
-
-@functools.cache
-def hdf5plugin_filters():
-    """The filters the hdf5plugin package provides, by code (empty without hdf5plugin).
-
-    Asked only about filters HDF5 does not build in: importing hdf5plugin loads and
-    registers every filter library it bundles (0.05 s), which a file without plugin
-    filters does not need (``bench rmsd`` inspects its input with this module).
-    """
-    try:
-        import hdf5plugin
-    except ImportError:  # h5mdtool requires hdf5plugin; a broken install still lints
-        return {}
-    return {int(code): name for name, code in hdf5plugin.FILTERS.items()}
-
-
-def from_hdf5plugin(code):
-    """True when filter *code* is not built into HDF5 and hdf5plugin provides it."""
-    return code not in BUILTIN_FILTERS and code in hdf5plugin_filters()
-
-
+    HDF5PLUGIN_FILTERS = {int(code): name for name, code in _hdf5plugin.FILTERS.items()}
+except ImportError:  # h5mdtool requires hdf5plugin; a broken install still lints
+    HDF5PLUGIN_FILTERS = {}
 #: Filters that change the stored bytes (a relayout should compress again).
 NOT_COMPRESSING = {2, 3, 5, 6}
 #: h5py's (and HDF5's) default chunk cache per open dataset.
@@ -227,7 +211,7 @@ def lint_dataset(report, path, dataset, file):
                    f"filtered chunks of {chunks[0]} frames ({human_bytes(chunk_bytes)}) exceed the default {human_bytes(DEFAULT_CHUNK_CACHE)} chunk cache: "
                    f"reading frame by frame decompresses each chunk up to {chunks[0]} times (unless readers raise rdcc_nbytes)", fix)
     for code, name in storage["filters"]:
-        if from_hdf5plugin(code):
+        if code in HDF5PLUGIN_FILTERS:
             report.add("LINT006", path, f"{filter_label(code)} comes from hdf5plugin: {PLUGIN_HINT}",
                        "none needed; for readers that cannot install plugins: "
                        + relayout_command(file, "gzip", None, storage["precision"]))

@@ -19,8 +19,6 @@ Compressed datasets chunked by whole frames are decompressed in threads
 """
 
 
-import sys
-
 import numpy as np
 
 from ..h5md.units import text, unit_factor
@@ -40,14 +38,6 @@ def needs_plugin(dataset):
     """True when *dataset*'s filter pipeline holds a filter HDF5 and h5py lack (an hdf5plugin one)."""
     plist = dataset.id.get_create_plist()
     return any(plist.get_filter(i)[0] not in BUILTIN_FILTERS for i in range(plist.get_nfilters()))
-
-
-def _uses_plugins(particles):
-    """True when a dataset of the particle group *particles* (whose steps, times and boxes a
-    scan reads) needs a filter of hdf5plugin's."""
-    import h5py
-
-    return particles.visititems(lambda _, obj: True if isinstance(obj, h5py.Dataset) and needs_plugin(obj) else None) is True
 
 
 def _factor(dataset, kind, where, default=1.0):
@@ -225,13 +215,12 @@ class H5MDFormat(Format):
 
         from ..h5md.codecs import register_plugins
 
+        register_plugins()  # files compressed with hdf5plugin's filters
         stat = file_stat(path)
         try:
             with (contextlib.nullcontext(handle) if handle is not None else h5py.File(path, "r")) as handle:
                 name = _particle_group(path, handle, group)
                 particles = handle["particles"][name]
-                if _uses_plugins(particles):  # importing hdf5plugin takes 0.02-0.05 s
-                    register_plugins()
                 found = {element: _element(path, particles, element) for element in ELEMENTS if element in particles}
                 if "position" not in found:
                     raise InputError(f"{path}: particle group {name!r} has no position element")
@@ -245,9 +234,6 @@ class H5MDFormat(Format):
                                  "does; name another with --group)") from None
             raise
         except (OSError, KeyError, ValueError, TypeError, RuntimeError) as error:
-            if isinstance(error, OSError) and "hdf5plugin" not in sys.modules and register_plugins():
-                # a dataset filtered by a plugin's filter outside the group, through a soft link
-                return cls.scan(path, on_truncated, group, handle)
             raise hdf5_open_error(path, error) from None
         n_atoms = found["position"]["n_atoms"]
         for element, facts in found.items():
