@@ -28,8 +28,8 @@ from ..parallel.sizes import human_bytes
 from . import lint, sanity
 from .findings import FileReport, ValidationReport
 from .h5access import (
-    Access, heartbeat, integers, is_dataset, is_group, isolated, join_path, keeps_data_elsewhere, open_hdf5, reason,
-    text_of
+    Access, heartbeat, integers, is_dataset, is_group, isolated, join_path, keeps_data_elsewhere, load_filter_plugins,
+    open_hdf5, reason, text_of
 )
 
 PROFILES = ("h5md", "mdanalysis", "all")
@@ -899,8 +899,12 @@ def mpio_read_check(report, path):
 
 
 def _mdanalysis_read(path, **options):
+    """MDAnalysis's H5MDReader opens *path* and reads its last frame: None, or why it failed.
+    hdf5plugin's filters are loaded first, as every reader needs them (MDA901 runs in the
+    calling process, not in the isolated child that loaded them for the other checks)."""
     import warnings
 
+    load_filter_plugins()
     try:
         from MDAnalysis.coordinates.H5MD import H5MDReader
 

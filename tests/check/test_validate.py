@@ -224,6 +224,17 @@ def test_parallel_gzip_output_is_clean(tmp_path, solvated):
     assert result.stdout.count("out.h5md") == 0 and result.stdout.count("parallel.h5md:") == 1  # rank 0 prints once
 
 
+def test_zstd_output_read_through_mpi_io_under_mpirun(tmp_path, solvated):
+    """MDA901 (MDAnalysis's reader through MPI-IO) runs in the command's own process, which
+    must load hdf5plugin's filters itself: without, it found `Can't read data` (make demo)."""
+    path = str(tmp_path / "zstd.h5md")
+    result = run_h5mdtool(["convert", solvated["XTC"], "-o", path, "--compression", "zstd", "--no-progress"])
+    assert result.returncode == 0, result.stderr
+    result = run_h5mdtool(["validate", path, "--against", solvated["XTC"]], ranks=2)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "MDA901" not in result.stdout and "10 frames equal to the source" in result.stdout
+
+
 def test_auto_chunked_layout_lint_and_its_fix(tmp_path, good):
     path = mutated(tmp_path, good, auto_chunked, "auto.h5md")
     report = validate_file(path, "all")
